@@ -1,0 +1,52 @@
+# ichido: an idempotency layer for Go services on AWS Lambda.
+# `make help` lists the targets. SAM's build-<LogicalId> targets live in mk/.
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+GO        ?= go
+GOTESTFLAGS ?=
+LOCAL     := $(CURDIR)/.local
+export GOFLAGS ?= -mod=mod
+
+include $(sort $(wildcard mk/*.mk))
+
+.PHONY: help
+help: ## Show this help
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_%-]+:.*## / {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST) | sort
+
+.PHONY: deps
+deps: ## Install what the tests and local runs need (apt when root)
+	@bash scripts/install-deps.sh
+
+.PHONY: db-start
+db-start: ## Start the private PostgreSQL (pg_cron preloaded) and print its URL
+	@$(GO) run ./cmd/devdb start
+
+.PHONY: db-stop
+db-stop: ## Stop the private PostgreSQL
+	@$(GO) run ./cmd/devdb stop
+
+.PHONY: test
+test: deps ## Run every test against real servers, then stop them
+	@mkdir -p $(LOCAL)
+	@$(GO) run ./cmd/devdb url >/dev/null
+	@set -o pipefail; \
+	  $(GO) test $(GOTESTFLAGS) -count=1 -timeout 14m ./... 2>&1 | tee $(LOCAL)/test.log; status=$$?; \
+	  $(GO) run ./cmd/devdb stop; \
+	  $(MAKE) --no-print-directory test-stop-extra; \
+	  exit $$status
+
+.PHONY: test-stop-extra
+test-stop-extra:: ## (internal) stop servers other test targets started
+	@true
+
+.PHONY: vet
+vet: ## go vet and gofmt
+	$(GO) vet ./...
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
+
+.PHONY: clean
+clean: ## Stop the private servers and remove .local/
+	-@$(GO) run ./cmd/devdb stop
+	rm -rf $(LOCAL)

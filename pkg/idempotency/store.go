@@ -1,0 +1,136 @@
+package idempotency
+
+import (
+	"context"
+	"time"
+)
+
+// Store keeps idempotency records. It is the seam between the decorator and a
+// database: the decorator owns the flow (spec: claim, run, complete or
+// release) and a Store owns only the four atomic primitives below. Every
+// implementation must pass the conformance suite in package
+// idempotency/storetest.
+//
+// All times a Store compares against come from the caller (Claim.Now,
+// Completion.Now, Ref.Now) so that an injected clock drives every expiry
+// branch; a Store never consults its own clock for the contract's decisions.
+//
+// Errors: a Store returns ErrLeaseLost from Complete and Release when the
+// caller no longer owns the record, and wraps every other failure (network,
+// timeout, server error) in a *StoreError, which the decorator answers with
+// 503. A Store never returns driver errors unwrapped.
+type Store interface {
+	// Claim atomically, in one round trip, either inserts the record as in
+	// progress, owned by c.Owner with a lease until c.LeaseUntil, or returns
+	// the live record already there. A record whose ExpiresAt is at or before
+	// c.Now, or which is in progress with a lease at or before c.Now, counts as
+	// absent and is taken over (replaced as if inserted). A claim repeated by
+	// the same owner on its own in-progress record succeeds (a lost reply).
+	//
+	// The returned ClaimResult has Claimed true when c.Owner now holds the
+	// record; otherwise Record is the existing record as stored (its
+	// RequestHash is compared by the caller, never by the Store).
+	//
+	// Errors: *StoreError on any failure.
+	Claim(ctx context.Context, c Claim) (ClaimResult, error)
+
+	// Complete stores the response on the record named by c.Ref, marks it
+	// completed and sets its expiry to c.ExpiresAt, but only while c.Ref.Owner
+	// still owns it as in progress.
+	//
+	// Errors: ErrLeaseLost when the record is gone or owned by someone else
+	// (nothing is written); *StoreError on any other failure.
+	Complete(ctx context.Context, c Completion) error
+
+	// Release deletes the in-progress record named by r, but only while
+	// r.Owner owns it, so that the client's retry runs again.
+	//
+	// Errors: ErrLeaseLost when the record is gone or owned by someone else
+	// (nothing is deleted); *StoreError on any other failure.
+	Release(ctx context.Context, r Ref) error
+}
+
+// Ref names one record and the owner token that claims it.
+type Ref struct {
+	// UserID is the authenticated user, a lower-case UUID.
+	UserID string
+	// Key is the Idempotency-Key, a lower-case UUID v4.
+	Key string
+	// Owner is the token of the invocation that claimed the record.
+	Owner string
+}
+
+// Claim is the input of Store.Claim.
+type Claim struct {
+	Ref
+	// RequestHash is the request's fingerprint (hex SHA-256).
+	RequestHash string
+	// Now is the caller's current time; every expiry comparison uses it.
+	Now time.Time
+	// LeaseUntil is when the claim stops protecting the record if it is not
+	// completed or released first.
+	LeaseUntil time.Time
+	// ExpiresAt is the record's expiry while in progress (Now + TTL); the
+	// purge job and reads use it.
+	ExpiresAt time.Time
+}
+
+// ClaimResult is the output of Store.Claim.
+type ClaimResult struct {
+	// Claimed is true when the caller's owner token now holds the record
+	// and the handler may run.
+	Claimed bool
+	// Record is the record as stored after the claim: the caller's own when
+	// Claimed, the existing one otherwise.
+	Record Record
+}
+
+// Completion is the input of Store.Complete.
+type Completion struct {
+	Ref
+	// Response is the outcome a retry must see again.
+	Response StoredResponse
+	// Now is the caller's current time.
+	Now time.Time
+	// ExpiresAt is when the completed record expires (completion + TTL).
+	ExpiresAt time.Time
+}
+
+// Status is the state of a record.
+type Status string
+
+const (
+	// StatusInProgress marks a claimed record whose handler has not finished.
+	StatusInProgress Status = "in_progress"
+	// StatusCompleted marks a record that holds a stored response.
+	StatusCompleted Status = "completed"
+)
+
+// Record is an idempotency record as a Store keeps it.
+type Record struct {
+	UserID      string
+	Key         string
+	Owner       string
+	RequestHash string
+	Status      Status
+	// Response is set when Status is StatusCompleted.
+	Response  *StoredResponse
+	CreatedAt time.Time
+	// LeaseUntil is set while Status is StatusInProgress.
+	LeaseUntil time.Time
+	ExpiresAt  time.Time
+}
+
+// StoredResponse is a response kept for replay, byte for byte.
+type StoredResponse struct {
+	// StatusCode is the handler's HTTP status.
+	StatusCode int `json:"status"`
+	// Headers are the content headers kept for replay (Content-Type,
+	// Location and those listed in Config.ReplayHeaders), canonical names.
+	Headers map[string]string `json:"headers,omitempty"`
+	// Body is the response body exactly as the handler returned it (base64
+	// text when IsBase64Encoded).
+	Body string `json:"body"`
+	// IsBase64Encoded is the handler's own flag for Body.
+	IsBase64Encoded bool `json:"isBase64Encoded,omitempty"`
+}

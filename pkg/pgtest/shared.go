@@ -1,0 +1,205 @@
+package pgtest
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// state is what .local/pg/state.json remembers of the shared cluster.
+type state struct {
+	Dir      string `json:"dir"`
+	Port     int    `json:"port"`
+	Database string `json:"database"`
+}
+
+// SharedURL returns the URL of the database that tests and local runs use:
+// TEST_DATABASE_URL, else DATABASE_URL, else the shared private cluster,
+// started (and created on first use) under the module root's .local/pg.
+func SharedURL(ctx context.Context) (string, error) {
+	for _, name := range []string{"TEST_DATABASE_URL", "DATABASE_URL"} {
+		if u := os.Getenv(name); u != "" {
+			return u, nil
+		}
+	}
+	c, err := StartShared(ctx)
+	if err != nil {
+		return "", err
+	}
+	return c.URL(""), nil
+}
+
+// StartShared starts the shared private cluster, creating it on first use,
+// and returns it. Concurrent callers (the test binaries of one `go test
+// ./...`) serialise on a lock file and share one server.
+func StartShared(ctx context.Context) (*Cluster, error) {
+	root, err := ModuleRoot()
+	if err != nil {
+		return nil, err
+	}
+	home := filepath.Join(root, ".local", "pg")
+	if err := os.MkdirAll(home, 0o755); err != nil {
+		return nil, fmt.Errorf("pgtest: %w", err)
+	}
+	unlock, err := lock(filepath.Join(home, "lock"))
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+
+	statePath := filepath.Join(home, "state.json")
+	if st, err := readState(statePath); err == nil {
+		c, err := OpenCluster(ctx, st.Dir, st.Port, st.Database)
+		if err != nil {
+			return nil, err
+		}
+		if c.Running(ctx) {
+			return c, nil
+		}
+		if err := c.Start(ctx); err == nil {
+			return c, ensureCron(ctx, c)
+		}
+		// A data directory that cannot start again (left by a crash of the
+		// machine, another version) is recreated: it holds test data only.
+		_ = c.Destroy()
+	}
+
+	dir, err := dataDir(root, home)
+	if err != nil {
+		return nil, err
+	}
+	_ = os.RemoveAll(dir)
+	c, err := StartCluster(ctx, Options{Dir: dir})
+	if err != nil {
+		return nil, err
+	}
+	if err := ensureCron(ctx, c); err != nil {
+		return nil, err
+	}
+	b, _ := json.Marshal(state{Dir: c.Dir, Port: c.Port, Database: c.Database})
+	if err := os.WriteFile(statePath, b, 0o644); err != nil {
+		return nil, fmt.Errorf("pgtest: %w", err)
+	}
+	return c, nil
+}
+
+// StopShared stops the shared private cluster if it runs. Its data stays
+// for the next start.
+func StopShared(ctx context.Context) error {
+	root, err := ModuleRoot()
+	if err != nil {
+		return err
+	}
+	home := filepath.Join(root, ".local", "pg")
+	st, err := readState(filepath.Join(home, "state.json"))
+	if err != nil {
+		return nil // never started
+	}
+	unlock, err := lock(filepath.Join(home, "lock"))
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	c, err := OpenCluster(ctx, st.Dir, st.Port, st.Database)
+	if err != nil {
+		return err
+	}
+	if !c.Running(ctx) {
+		return nil
+	}
+	return c.Stop(ctx, "fast")
+}
+
+// ensureCron creates the pg_cron extension once, in the database where
+// pg_cron runs its jobs, so that concurrent migrations never race to create it.
+func ensureCron(ctx context.Context, c *Cluster) error {
+	conn, err := pgx.Connect(ctx, c.URL(""))
+	if err != nil {
+		return fmt.Errorf("pgtest: connecting to %s: %w", c.URL(""), err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS pg_cron"); err != nil {
+		return fmt.Errorf("pgtest: CREATE EXTENSION pg_cron: %w", err)
+	}
+	return nil
+}
+
+// dataDir picks the data directory: .local/pg/data, unless the server's
+// user (postgres, when running as root) cannot reach the checkout, in which
+// case a directory under the system's temporary directory, named after the
+// checkout, is used.
+func dataDir(root, home string) (string, error) {
+	dir := filepath.Join(home, "data")
+	cred, err := serverCredential()
+	if err != nil || cred == nil {
+		return dir, err
+	}
+	probe := exec.Command("test", "-w", home)
+	probe.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	if probe.Run() == nil {
+		return dir, nil
+	}
+	if err := os.Chown(home, int(cred.Uid), int(cred.Gid)); err == nil {
+		probe = exec.Command("test", "-w", home)
+		probe.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+		if probe.Run() == nil {
+			return dir, nil
+		}
+	}
+	sum := sha256.Sum256([]byte(root))
+	return filepath.Join(os.TempDir(), "ichido-pg-"+hex.EncodeToString(sum[:6])), nil
+}
+
+func readState(path string) (state, error) {
+	var st state
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return st, err
+	}
+	if err := json.Unmarshal(b, &st); err != nil || st.Dir == "" || st.Port == 0 {
+		return st, errors.New("pgtest: unreadable state")
+	}
+	return st, nil
+}
+
+func lock(path string) (func(), error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("pgtest: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("pgtest: locking %s: %w", path, err)
+	}
+	return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
+}
+
+// ModuleRoot returns the directory of the project's go.mod, searched upwards
+// from the working directory (go test runs each package in its own folder).
+func ModuleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil && strings.Contains(string(b), "module github.com/ichido/ichido") {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("pgtest: the project's go.mod was not found above the working directory")
+		}
+		dir = parent
+	}
+}

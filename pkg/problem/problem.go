@@ -1,0 +1,87 @@
+// Package problem renders errors as RFC 9457 problem details
+// (application/problem+json) with a stable machine-readable code.
+//
+// It is the one place where an error becomes a client-visible body: callers
+// pass a Details value that they built from known outcomes, never an
+// err.Error() string of an internal failure.
+package problem
+
+import "encoding/json"
+
+// ContentType is the media type of every problem response.
+const ContentType = "application/problem+json"
+
+// Stable codes. Clients branch on these; they never change meaning.
+const (
+	CodeKeyMissing       = "idempotency_key_missing"
+	CodeKeyInvalid       = "idempotency_key_invalid"
+	CodeUnauthenticated  = "unauthenticated"
+	CodeKeyInUse         = "idempotency_key_in_use"
+	CodeKeyReused        = "idempotency_key_reused"
+	CodeStoreUnavailable = "idempotency_store_unavailable"
+	CodeValidation       = "validation_failed"
+	CodeNotFound         = "not_found"
+	CodeMethodNotAllowed = "method_not_allowed"
+	CodePayloadTooLarge  = "payload_too_large"
+	CodeUnavailable      = "service_unavailable"
+	CodeInternal         = "internal_error"
+)
+
+// Details is an RFC 9457 problem object.
+type Details struct {
+	// Type is a URI reference naming the problem type.
+	Type string `json:"type"`
+	// Title is a short, human-readable summary of the problem type.
+	Title string `json:"title"`
+	// Status is the HTTP status code.
+	Status int `json:"status"`
+	// Detail explains this occurrence for a person.
+	Detail string `json:"detail,omitempty"`
+	// Code is the stable machine-readable code.
+	Code string `json:"code"`
+	// Errors lists field-level problems of a validation failure.
+	Errors []FieldError `json:"errors,omitempty"`
+}
+
+// FieldError names one invalid field of a request body or parameter.
+type FieldError struct {
+	// Field is the JSON name of the field (or parameter).
+	Field string `json:"field"`
+	// Detail says what is wrong with it.
+	Detail string `json:"detail"`
+}
+
+// New returns Details for code with its registered type and title.
+func New(status int, code, detail string) Details {
+	return Details{
+		Type:   "https://ichido.dev/problems/" + code,
+		Title:  titles[code],
+		Status: status,
+		Detail: detail,
+		Code:   code,
+	}
+}
+
+// JSON returns the problem's JSON encoding.
+func (d Details) JSON() []byte {
+	b, err := json.Marshal(d)
+	if err != nil { // cannot happen: every field is a plain string or int
+		return []byte(`{"type":"about:blank","title":"Internal Server Error","status":500,"code":"internal_error"}`)
+	}
+	return b
+}
+
+var titles = map[string]string{
+	CodeKeyMissing:       "Idempotency-Key header missing",
+	CodeKeyInvalid:       "Idempotency-Key header invalid",
+	CodeUnauthenticated:  "Unauthenticated",
+	CodeKeyInUse:         "Request with this Idempotency-Key in progress",
+	CodeKeyReused:        "Idempotency-Key reused with a different request",
+	CodeStoreUnavailable: "Idempotency store unavailable",
+	CodeValidation:       "Invalid request",
+	CodeNotFound:         "Not found",
+	CodeMethodNotAllowed: "Method not allowed",
+	CodePayloadTooLarge:  "Payload too large",
+	CodeUnavailable:      "Service unavailable",
+	CodeInternal:         "Internal server error",
+}
