@@ -31,28 +31,38 @@ CREATE EXTENSION IF NOT EXISTS pg_cron;
 -- batch, at most max_batches batches a run (the next run goes on). A
 -- procedure rather than a function: only a procedure may commit between
 -- batches. SKIP LOCKED leaves rows that a claim is taking over to the claim.
+--
+-- pg_cron runs the job with its own search_path, and a procedure that
+-- commits may not carry a SET search_path clause, so the table's schema is
+-- written into the body when the procedure is created.
 -- +goose StatementBegin
-CREATE PROCEDURE purge_expired_idempotency_keys(batch_size integer DEFAULT 5000, max_batches integer DEFAULT 2000)
-LANGUAGE plpgsql
-AS $$
-DECLARE
-    deleted integer;
-    batches integer := 0;
+DO $do$
 BEGIN
-    LOOP
-        DELETE FROM idempotency_keys
-        WHERE ctid = ANY (ARRAY(
-            SELECT ctid FROM idempotency_keys
-            WHERE expires_at < now()
-            LIMIT batch_size
-            FOR UPDATE SKIP LOCKED));
-        GET DIAGNOSTICS deleted = ROW_COUNT;
-        COMMIT;
-        batches := batches + 1;
-        EXIT WHEN deleted < batch_size OR batches >= max_batches;
-    END LOOP;
+    EXECUTE format($proc$
+        CREATE PROCEDURE %1$I.purge_expired_idempotency_keys(batch_size integer DEFAULT 5000, max_batches integer DEFAULT 2000)
+        LANGUAGE plpgsql
+        AS $body$
+        DECLARE
+            deleted integer;
+            batches integer := 0;
+        BEGIN
+            LOOP
+                DELETE FROM %1$I.idempotency_keys
+                WHERE ctid = ANY (ARRAY(
+                    SELECT ctid FROM %1$I.idempotency_keys
+                    WHERE expires_at < now()
+                    LIMIT batch_size
+                    FOR UPDATE SKIP LOCKED));
+                GET DIAGNOSTICS deleted = ROW_COUNT;
+                COMMIT;
+                batches := batches + 1;
+                EXIT WHEN deleted < batch_size OR batches >= max_batches;
+            END LOOP;
+        END
+        $body$;
+    $proc$, current_schema());
 END
-$$;
+$do$;
 -- +goose StatementEnd
 
 -- ADR 009's hourly schedule, and a daily purge of pg_cron's own run history

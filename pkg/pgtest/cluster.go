@@ -166,6 +166,7 @@ func (c *Cluster) initdb(ctx context.Context, opts Options) error {
 	if err := os.MkdirAll(c.Dir, 0o700); err != nil {
 		return fmt.Errorf("pgtest: %w", err)
 	}
+	openTempAncestors(c.Dir)
 	if err := chownToServer(c.Dir); err != nil {
 		return err
 	}
@@ -302,6 +303,23 @@ func chownToServer(path string) error {
 		return fmt.Errorf("pgtest: %w", err)
 	}
 	return nil
+}
+
+// openTempAncestors lets the server's user reach a data directory made by a
+// root caller under the temporary directory (t.TempDir() makes its folders
+// 0700): it adds search permission, and nothing else, to the folders between
+// the temporary directory and the data directory. Elsewhere it changes
+// nothing.
+func openTempAncestors(dir string) {
+	if os.Geteuid() != 0 {
+		return
+	}
+	tmp := filepath.Clean(os.TempDir())
+	for d := filepath.Dir(filepath.Clean(dir)); strings.HasPrefix(d, tmp+string(filepath.Separator)); d = filepath.Dir(d) {
+		if fi, err := os.Stat(d); err == nil && fi.Mode().Perm()&0o001 == 0 {
+			_ = os.Chmod(d, fi.Mode().Perm()|0o011)
+		}
+	}
 }
 
 // FreePort returns a TCP port on 127.0.0.1 that nothing listens on now.

@@ -1,0 +1,203 @@
+package migrate_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ichido/ichido/pkg/migrate"
+	"github.com/ichido/ichido/pkg/pgtest"
+)
+
+func TestUpDownUp(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.NewEmpty(t)
+
+	applied, err := migrate.Up(ctx, db.Pool)
+	require.NoError(t, err)
+	require.Len(t, applied, 3)
+	requireTables(t, db, "idempotency_keys", "tasks")
+
+	rolledBack, err := migrate.Reset(ctx, db.Pool)
+	require.NoError(t, err)
+	require.Len(t, rolledBack, 3)
+	requireTables(t, db)
+	require.Zero(t, countJobs(t, db), "down must unschedule the schema's jobs")
+
+	applied, err = migrate.Up(ctx, db.Pool)
+	require.NoError(t, err)
+	require.Len(t, applied, 3)
+	requireTables(t, db, "idempotency_keys", "tasks")
+
+	v, err := migrate.Version(ctx, db.Pool)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, v)
+
+	again, err := migrate.Up(ctx, db.Pool)
+	require.NoError(t, err)
+	require.Empty(t, again, "a second Up applies nothing")
+}
+
+func TestKeyStoreIsUnloggedAndTasksAreNot(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	rows, err := db.Pool.Query(context.Background(), `
+		SELECT c.relname, c.relpersistence::text FROM pg_class c
+		JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = $1 AND c.relkind IN ('r', 'i') AND c.relname NOT LIKE 'goose%'`, db.Schema)
+	require.NoError(t, err)
+	persistence := map[string]string{}
+	for rows.Next() {
+		var name, p string
+		require.NoError(t, rows.Scan(&name, &p))
+		persistence[name] = p
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, "u", persistence["idempotency_keys"])
+	require.Equal(t, "u", persistence["idempotency_keys_expires_at"], "indexes of an UNLOGGED table are unlogged too")
+	require.Equal(t, "p", persistence["tasks"], "tasks must survive a crash")
+}
+
+func TestCronJobsRegistered(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	rows, err := db.Pool.Query(context.Background(),
+		`SELECT jobname, schedule, command FROM cron.job WHERE jobname LIKE '%-' || $1 ORDER BY jobname`, db.Schema)
+	require.NoError(t, err)
+	type job struct{ name, schedule, command string }
+	var jobs []job
+	for rows.Next() {
+		var j job
+		require.NoError(t, rows.Scan(&j.name, &j.schedule, &j.command))
+		jobs = append(jobs, j)
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, []job{
+		{"purge-cron-history-" + db.Schema, "30 3 * * *", "DELETE FROM cron.job_run_details WHERE end_time < now() - interval '7 days'"},
+		{"purge-idempotency-" + db.Schema, "0 * * * *", fmt.Sprintf("CALL %s.purge_expired_idempotency_keys()", db.Schema)},
+	}, jobs)
+}
+
+// insertKeys adds n records expiring at the given offset from now.
+func insertKeys(t *testing.T, db *pgtest.DB, n int, expiresIn time.Duration) {
+	t.Helper()
+	_, err := db.Pool.Exec(context.Background(), `
+		INSERT INTO idempotency_keys (key, user_id, request_hash, status, response_body, status_code, owner, created_at, expires_at)
+		SELECT gen_random_uuid()::text, gen_random_uuid(), 'h', 'completed', '{"status":201,"body":""}', 201, 'o',
+		       now() - interval '1 day', now() + $2::interval
+		FROM generate_series(1, $1)`, n, fmt.Sprintf("%d milliseconds", expiresIn.Milliseconds()))
+	require.NoError(t, err)
+}
+
+func count(t *testing.T, db *pgtest.DB, where string) int {
+	t.Helper()
+	var n int
+	require.NoError(t, db.Pool.QueryRow(context.Background(), "SELECT count(*) FROM idempotency_keys WHERE "+where).Scan(&n))
+	return n
+}
+
+func TestPurgeRemovesExactlyTheExpiredInBatches(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.New(t)
+	insertKeys(t, db, 25, -time.Minute) // expired
+	insertKeys(t, db, 7, time.Hour)     // live
+
+	// Two batches of ten at most: the bound holds, and the rest waits for
+	// the next run.
+	_, err := db.Pool.Exec(ctx, "CALL purge_expired_idempotency_keys(10, 2)")
+	require.NoError(t, err)
+	require.Equal(t, 5, count(t, db, "expires_at < now()"))
+	require.Equal(t, 7, count(t, db, "expires_at >= now()"))
+
+	_, err = db.Pool.Exec(ctx, "CALL purge_expired_idempotency_keys(10, 100)")
+	require.NoError(t, err)
+	require.Equal(t, 0, count(t, db, "expires_at < now()"))
+	require.Equal(t, 7, count(t, db, "true"), "live keys are never purged")
+}
+
+// TestPgCronRunsThePurge lets pg_cron itself run a purge in the local
+// cluster. pg_cron 1.4 schedules by the minute, so this waits up to ~75 s.
+func TestPgCronRunsThePurge(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.New(t)
+	var same bool
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT current_database() = current_setting('cron.database_name')`).Scan(&same))
+	if !same {
+		t.Skip("pg_cron runs its jobs in another database than the one under test")
+	}
+	insertKeys(t, db, 30, -time.Minute)
+	insertKeys(t, db, 3, time.Hour)
+
+	var jobID int64
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT cron.schedule($1, '* * * * *', $2)`,
+		"every-minute-"+db.Schema, fmt.Sprintf("CALL %s.purge_expired_idempotency_keys(7, 100)", db.Schema)).Scan(&jobID))
+
+	deadline := time.Now().Add(80 * time.Second)
+	var status string
+	for time.Now().Before(deadline) {
+		err := db.Pool.QueryRow(ctx, `SELECT status FROM cron.job_run_details WHERE jobid = $1 AND status IN ('succeeded', 'failed') LIMIT 1`, jobID).Scan(&status)
+		if err == nil {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	require.Equal(t, "succeeded", status, "pg_cron did not run the purge within 80 s")
+	require.Equal(t, 0, count(t, db, "expires_at < now()"))
+	require.Equal(t, 3, count(t, db, "true"))
+}
+
+// TestUpRefusesWithoutPgCron runs the migrations on a server where pg_cron
+// is not preloaded: Up must fail with a clear message and apply nothing.
+func TestUpRefusesWithoutPgCron(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c, err := pgtest.StartCluster(ctx, pgtest.Options{Dir: filepath.Join(t.TempDir(), "data"), NoCron: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Destroy() })
+	pool, err := pgxpool.New(ctx, c.URL(""))
+	require.NoError(t, err)
+	defer pool.Close()
+
+	_, err = migrate.Up(ctx, pool)
+	require.Error(t, err)
+	require.True(t, errors.Is(err, migrate.ErrNoPgCron), "got %v", err)
+	require.Contains(t, err.Error(), "shared_preload_libraries")
+
+	var tables int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_tables WHERE schemaname = 'public'`).Scan(&tables))
+	require.Zero(t, tables, "nothing may be applied")
+}
+
+func requireTables(t *testing.T, db *pgtest.DB, want ...string) {
+	t.Helper()
+	rows, err := db.Pool.Query(context.Background(),
+		`SELECT tablename FROM pg_tables WHERE schemaname = $1 AND tablename NOT LIKE 'goose%' ORDER BY tablename`, db.Schema)
+	require.NoError(t, err)
+	got := []string{}
+	for rows.Next() {
+		var name string
+		require.NoError(t, rows.Scan(&name))
+		got = append(got, name)
+	}
+	require.NoError(t, rows.Err())
+	if want == nil {
+		want = []string{}
+	}
+	require.Equal(t, want, got)
+}
+
+func countJobs(t *testing.T, db *pgtest.DB) int {
+	t.Helper()
+	var n int
+	require.NoError(t, db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM cron.job WHERE jobname LIKE '%-' || $1`, db.Schema).Scan(&n))
+	return n
+}
