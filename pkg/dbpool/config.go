@@ -1,0 +1,238 @@
+package dbpool
+
+import (
+	"crypto/x509"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Auth says how a function authenticates to the database. There is no
+// default: a deployment states which one it means.
+type Auth string
+
+const (
+	// AuthIAM connects to the RDS Proxy endpoint with an IAM auth token as
+	// the password, over TLS with full certificate verification. Deployed
+	// functions use it.
+	AuthIAM Auth = "iam"
+	// AuthURL connects with a PostgreSQL URL as it stands (password or trust
+	// authentication, TLS as the URL says). Local runs and tests use it.
+	AuthURL Auth = "url"
+)
+
+// Defaults applied by New to zero-valued Config fields.
+const (
+	// DefaultPort is the PostgreSQL (and RDS Proxy) port.
+	DefaultPort = 5432
+	// DefaultMaxConns is the pool size per execution environment: a Lambda
+	// environment serves one request at a time, and the idempotency layer
+	// needs at most one connection for the store and one for the handler.
+	DefaultMaxConns int32 = 2
+	// DefaultMaxConnIdleTime closes connections idle for longer, well before
+	// RDS Proxy's 1800 s client idle timeout closes them from the other side.
+	DefaultMaxConnIdleTime = 5 * time.Minute
+	// DefaultMaxConnLifetime bounds how long one connection (and so one
+	// proxy client session and one IAM authentication) is kept.
+	DefaultMaxConnLifetime = 30 * time.Minute
+	// DefaultPingAfterIdle: a connection idle at least this long is pinged
+	// before it is handed out, so one that died while the execution
+	// environment was frozen is replaced instead of failing a request.
+	DefaultPingAfterIdle = time.Second
+	// DefaultPingTimeout bounds that ping, so a connection whose peer
+	// vanished without a reset does not hang the request.
+	DefaultPingTimeout = 2 * time.Second
+	// DefaultConnectTimeout bounds one connection attempt (TCP, TLS and
+	// authentication).
+	DefaultConnectTimeout = 5 * time.Second
+)
+
+// Config describes how to reach the database. The zero value of every
+// optional field means its default; Auth is required. ConfigFromEnv builds
+// one from the environment.
+type Config struct {
+	// Auth selects IAM authentication to RDS Proxy or a plain URL
+	// (DB_AUTH). Required.
+	Auth Auth
+
+	// URL is the connection URL in url mode (DATABASE_URL). Required in url
+	// mode and must be empty in iam mode.
+	URL string
+
+	// Host is the RDS Proxy default (read/write) endpoint in iam mode
+	// (DB_HOST): a bare host name, also used as the TLS server name.
+	// Required in iam mode.
+	Host string
+	// Port is the endpoint's port in iam mode (DB_PORT). Defaults to 5432.
+	Port int
+	// Database is the database name in iam mode (DB_NAME). Required in iam
+	// mode.
+	Database string
+	// User is the database user in iam mode (DB_USER); it must hold the
+	// rds_iam role and appear in the IAM policy's rds-db:connect resource.
+	// Required in iam mode.
+	User string
+	// Region is the AWS region the auth token is signed for (AWS_REGION).
+	// Required in iam mode.
+	Region string
+	// Credentials signs the auth tokens in iam mode. Defaults to the AWS
+	// default credential chain (the function's execution role), loaded once
+	// by New.
+	Credentials aws.CredentialsProvider
+	// RootCAs verifies the server certificate in iam mode. Defaults to the
+	// system roots, which on provided.al2023 include the Amazon Trust
+	// Services roots that sign RDS Proxy certificates.
+	RootCAs *x509.CertPool
+
+	// MaxConns is the pool size (DB_MAX_CONNS). Defaults to 2.
+	MaxConns int32
+	// MaxConnIdleTime closes a connection idle for longer. Defaults to 5
+	// minutes, well under RDS Proxy's 30-minute client idle timeout.
+	MaxConnIdleTime time.Duration
+	// MaxConnLifetime closes a connection older than this (give or take a
+	// tenth, so connections do not all close together). Defaults to 30
+	// minutes.
+	MaxConnLifetime time.Duration
+	// PingAfterIdle: a connection idle at least this long is pinged before
+	// use and replaced if the ping fails. Defaults to 1 second.
+	PingAfterIdle time.Duration
+	// PingTimeout bounds that ping. Defaults to 2 seconds.
+	PingTimeout time.Duration
+	// ConnectTimeout bounds one connection attempt. Defaults to 5 seconds;
+	// in url mode a connect_timeout in the URL wins.
+	ConnectTimeout time.Duration
+}
+
+// ConfigFromEnv reads the database settings from getenv (os.Getenv in a
+// function's main): DB_AUTH (iam or url, required), DATABASE_URL (url mode),
+// DB_HOST, DB_PORT, DB_NAME, DB_USER, AWS_REGION (iam mode) and
+// DB_MAX_CONNS. In url mode the iam variables are ignored, so that a local
+// run may override DB_AUTH and DATABASE_URL on top of a deployed
+// function's environment.
+//
+// In iam mode it refuses settings that would send a password or weaken TLS:
+// DATABASE_URL set, PGPASSWORD or PGPASSFILE set (the PostgreSQL driver
+// would otherwise read them), PGSSLMODE other than verify-full. Every error
+// is a *ConfigError naming the variable.
+func ConfigFromEnv(getenv func(string) string) (Config, error) {
+	env := func(name string) string { return strings.TrimSpace(getenv(name)) }
+	var cfg Config
+	switch a := env("DB_AUTH"); Auth(a) {
+	case AuthIAM, AuthURL:
+		cfg.Auth = Auth(a)
+	case "":
+		return Config{}, configErr("DB_AUTH", "is not set: set it to %q (RDS Proxy with IAM authentication) or %q (DATABASE_URL)", AuthIAM, AuthURL)
+	default:
+		return Config{}, configErr("DB_AUTH", "is %q: set it to %q or %q", a, AuthIAM, AuthURL)
+	}
+
+	if s := env("DB_MAX_CONNS"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 32)
+		if err != nil || n < 1 {
+			return Config{}, configErr("DB_MAX_CONNS", "is %q: set a whole number of at least 1, or leave it unset for %d", s, DefaultMaxConns)
+		}
+		cfg.MaxConns = int32(n)
+	}
+
+	if cfg.Auth == AuthURL {
+		cfg.URL = env("DATABASE_URL")
+		return cfg, cfg.validate()
+	}
+
+	if env("DATABASE_URL") != "" {
+		return Config{}, configErr("DATABASE_URL", "is set but DB_AUTH is %q: iam mode connects with DB_HOST, DB_PORT, DB_NAME, DB_USER and AWS_REGION; unset DATABASE_URL or set DB_AUTH=url", AuthIAM)
+	}
+	for _, name := range []string{"PGPASSWORD", "PGPASSFILE"} {
+		if getenv(name) != "" {
+			return Config{}, configErr(name, "is set but DB_AUTH is %q: the password is an IAM auth token built for each connection; unset %s", AuthIAM, name)
+		}
+	}
+	if m := env("PGSSLMODE"); m != "" && m != "verify-full" {
+		return Config{}, configErr("PGSSLMODE", "is %q but DB_AUTH is %q, which always verifies the server certificate and host name (verify-full); unset PGSSLMODE", m, AuthIAM)
+	}
+	cfg.Host = env("DB_HOST")
+	cfg.Database = env("DB_NAME")
+	cfg.User = env("DB_USER")
+	cfg.Region = env("AWS_REGION")
+	if s := env("DB_PORT"); s != "" {
+		p, err := strconv.Atoi(s)
+		if err != nil || p < 1 || p > 65535 {
+			return Config{}, configErr("DB_PORT", "is %q: set a port number (1-65535), or leave it unset for %d", s, DefaultPort)
+		}
+		cfg.Port = p
+	}
+	return cfg, cfg.validate()
+}
+
+// validate checks a Config built by hand or by ConfigFromEnv.
+func (c Config) validate() error {
+	if c.MaxConns < 0 {
+		return configErr("DB_MAX_CONNS", "is %d: set at least 1, or 0 for the default %d", c.MaxConns, DefaultMaxConns)
+	}
+	switch c.Auth {
+	case AuthURL:
+		if c.URL == "" {
+			return configErr("DATABASE_URL", "is not set but DB_AUTH is %q: set it to a PostgreSQL URL such as postgres://user@127.0.0.1:5432/db", AuthURL)
+		}
+		if _, err := pgxpool.ParseConfig(c.URL); err != nil {
+			// pgx redacts the password in its parse errors.
+			return configErr("DATABASE_URL", "is not a valid PostgreSQL URL: %v", err)
+		}
+		return nil
+	case AuthIAM:
+	case "":
+		return configErr("DB_AUTH", "is not set: set it to %q or %q", AuthIAM, AuthURL)
+	default:
+		return configErr("DB_AUTH", "is %q: set it to %q or %q", c.Auth, AuthIAM, AuthURL)
+	}
+	if c.URL != "" {
+		return configErr("DATABASE_URL", "is set but DB_AUTH is %q: unset it", AuthIAM)
+	}
+	required := []struct{ name, value string }{
+		{"DB_HOST", c.Host}, {"DB_NAME", c.Database}, {"DB_USER", c.User}, {"AWS_REGION", c.Region},
+	}
+	for _, r := range required {
+		if r.value == "" {
+			return configErr(r.name, "is not set but DB_AUTH is %q: DB_HOST, DB_NAME, DB_USER and AWS_REGION are required", AuthIAM)
+		}
+	}
+	if strings.ContainsAny(c.Host, "/:@?=&# \t") {
+		return configErr("DB_HOST", "is %q: set the bare host name of the RDS Proxy endpoint (no scheme, port, user, password or options)", c.Host)
+	}
+	if c.Port < 0 || c.Port > 65535 {
+		return configErr("DB_PORT", "is %d: set a port number (1-65535)", c.Port)
+	}
+	if strings.ContainsAny(c.Region, "/:@ \t") {
+		return configErr("AWS_REGION", "is %q: set a region name such as eu-west-1", c.Region)
+	}
+	return nil
+}
+
+// withDefaults returns c with every zero optional field set to its default.
+func (c Config) withDefaults() Config {
+	if c.Port == 0 {
+		c.Port = DefaultPort
+	}
+	if c.MaxConns == 0 {
+		c.MaxConns = DefaultMaxConns
+	}
+	if c.MaxConnIdleTime == 0 {
+		c.MaxConnIdleTime = DefaultMaxConnIdleTime
+	}
+	if c.MaxConnLifetime == 0 {
+		c.MaxConnLifetime = DefaultMaxConnLifetime
+	}
+	if c.PingAfterIdle == 0 {
+		c.PingAfterIdle = DefaultPingAfterIdle
+	}
+	if c.PingTimeout == 0 {
+		c.PingTimeout = DefaultPingTimeout
+	}
+	if c.ConnectTimeout == 0 {
+		c.ConnectTimeout = DefaultConnectTimeout
+	}
+	return c
+}
