@@ -1,0 +1,537 @@
+// Package storetest is the conformance suite that every idempotency.Store
+// implementation must pass. It exercises a Store through its interface only,
+// with a controllable clock: every time is passed in Claim.Now,
+// Completion.ExpiresAt and the like, and no case sleeps.
+//
+// A store's own test calls it with a factory:
+//
+//	func TestConformance(t *testing.T) {
+//		storetest.RunWithOptions(t, func(t *testing.T) idempotency.Store {
+//			return mystore.New(newClientFor(t))
+//		}, storetest.Options{
+//			NewBrokenStore: func(t *testing.T) idempotency.Store {
+//				return mystore.New(clientOnAClosedPort(t))
+//			},
+//		})
+//	}
+//
+// The factory is called once per case, and the cases run in parallel. Each
+// case uses fresh random user ids and keys, so a factory may hand out stores
+// that share one database.
+//
+// Times in the suite are whole milliseconds in the year 2100: a store that
+// consulted its own clock instead of the caller's would see every record as
+// live for decades and fail the takeover cases, and no purge job running on
+// real time touches the suite's records.
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ichido/ichido/pkg/idempotency"
+)
+
+// Options adds optional parts to the suite.
+type Options struct {
+	// NewBrokenStore returns a store whose server cannot be reached or has
+	// gone (for example a client on a closed port). With it the suite checks
+	// that every method fails with a *idempotency.StoreError, and, when the
+	// decorator cases run, that the decorator answers 503 without running the
+	// handler. Defaults to nil: those cases are skipped.
+	NewBrokenStore func(t *testing.T) idempotency.Store
+	// Concurrency is how many goroutines race for one key in the concurrent
+	// cases. Defaults to 50.
+	Concurrency int
+}
+
+// Run runs the conformance suite against the stores newStore returns, with
+// default Options (no broken-store cases).
+func Run(t *testing.T, newStore func(t *testing.T) idempotency.Store) {
+	RunWithOptions(t, newStore, Options{})
+}
+
+// RunWithOptions runs the conformance suite with opts.
+func RunWithOptions(t *testing.T, newStore func(t *testing.T) idempotency.Store, opts Options) {
+	if opts.Concurrency <= 0 {
+		opts.Concurrency = 50
+	}
+	s := suite{newStore: newStore, opts: opts}
+	cases := []struct {
+		name string
+		run  func(t *testing.T)
+	}{
+		{"ClaimFreshKey", s.claimFreshKey},
+		{"ConflictReturnsExistingRecord", s.conflictReturnsExistingRecord},
+		{"RepeatedClaimBySameOwner", s.repeatedClaimBySameOwner},
+		{"CompletedRecordReplaysByteForByte", s.completedRecordReplays},
+		{"TakeoverAfterLeaseExpiry", s.takeoverAfterLeaseExpiry},
+		{"TakeoverAfterExpiresAt", s.takeoverAfterExpiresAt},
+		{"CompleteAfterLostLeaseWritesNothing", s.completeAfterLostLease},
+		{"CompleteWithoutRecord", s.completeWithoutRecord},
+		{"CompleteTwiceKeepsFirstResponse", s.completeTwice},
+		{"ReleaseByNonOwnerDeletesNothing", s.releaseByNonOwner},
+		{"ReleaseByOwnerFreesKey", s.releaseByOwner},
+		{"ReleaseOfCompletedRecordDeletesNothing", s.releaseOfCompleted},
+		{"PerUserIsolation", s.perUserIsolation},
+		{"ConcurrentClaimsOneWinner", s.concurrentClaims},
+		{"ConcurrentTakeoverOneWinner", s.concurrentTakeover},
+		{"CancelledContext", s.cancelledContext},
+		{"BrokenStore", s.brokenStore},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			c.run(t)
+		})
+	}
+	runDecoratorCases(t, s)
+}
+
+type suite struct {
+	newStore func(t *testing.T) idempotency.Store
+	opts     Options
+}
+
+// base is the suite's clock origin; see the package comment.
+var base = time.Date(2100, 1, 2, 3, 4, 5, 0, time.UTC)
+
+const (
+	lease = 30 * time.Second
+	ttl   = 24 * time.Hour
+)
+
+func newRef() idempotency.Ref {
+	return idempotency.Ref{UserID: uuid.NewString(), Key: uuid.NewString(), Owner: "owner-" + uuid.NewString()}
+}
+
+// withOwner returns r held by another owner token.
+func withOwner(r idempotency.Ref) idempotency.Ref {
+	r.Owner = "owner-" + uuid.NewString()
+	return r
+}
+
+func hash(s string) string { return fmt.Sprintf("%064x", []byte(s)) }
+
+// claimAt is the claim an invocation starting at now makes.
+func claimAt(r idempotency.Ref, requestHash string, now time.Time) idempotency.Claim {
+	return idempotency.Claim{Ref: r, RequestHash: requestHash, Now: now, LeaseUntil: now.Add(lease), ExpiresAt: now.Add(ttl)}
+}
+
+func completionAt(r idempotency.Ref, resp idempotency.StoredResponse, now time.Time) idempotency.Completion {
+	return idempotency.Completion{Ref: r, Response: resp, Now: now, ExpiresAt: now.Add(ttl)}
+}
+
+func mustClaim(t *testing.T, st idempotency.Store, c idempotency.Claim) idempotency.ClaimResult {
+	t.Helper()
+	res, err := st.Claim(context.Background(), c)
+	require.NoError(t, err)
+	return res
+}
+
+// requireTime compares times by instant, to the microsecond (the finest
+// precision a store must keep).
+func requireTime(t *testing.T, want, got time.Time, what string) {
+	t.Helper()
+	require.True(t, want.Equal(got), "%s: want %s, got %s", what, want, got)
+}
+
+// requireOwnedInProgress checks that res is a successful claim of c as stored.
+func requireOwnedInProgress(t *testing.T, c idempotency.Claim, res idempotency.ClaimResult) {
+	t.Helper()
+	require.True(t, res.Claimed, "the claim should hold the record")
+	rec := res.Record
+	require.Equal(t, c.UserID, rec.UserID)
+	require.Equal(t, c.Key, rec.Key)
+	require.Equal(t, c.Owner, rec.Owner)
+	require.Equal(t, c.RequestHash, rec.RequestHash)
+	require.Equal(t, idempotency.StatusInProgress, rec.Status)
+	require.Nil(t, rec.Response, "an in-progress record has no response")
+	requireTime(t, c.Now, rec.CreatedAt, "CreatedAt")
+	requireTime(t, c.LeaseUntil, rec.LeaseUntil, "LeaseUntil")
+	requireTime(t, c.ExpiresAt, rec.ExpiresAt, "ExpiresAt")
+}
+
+// requireResponse compares stored responses exactly; nil and empty header
+// maps are the same.
+func requireResponse(t *testing.T, want idempotency.StoredResponse, got *idempotency.StoredResponse) {
+	t.Helper()
+	require.NotNil(t, got, "a completed record has its response")
+	require.Equal(t, want.StatusCode, got.StatusCode)
+	require.Equal(t, want.IsBase64Encoded, got.IsBase64Encoded)
+	require.Equal(t, []byte(want.Body), []byte(got.Body), "body byte for byte")
+	require.Equal(t, len(want.Headers), len(got.Headers), "headers: want %q, got %q", want.Headers, got.Headers)
+	for k, v := range want.Headers {
+		require.Equal(t, v, got.Headers[k], "header %q", k)
+	}
+}
+
+var jsonResponse = idempotency.StoredResponse{
+	StatusCode: 201,
+	Headers:    map[string]string{"Content-Type": "application/json", "Location": "/tasks/1"},
+	Body:       `{"id":"1","title":"write tests"}`,
+}
+
+func (s suite) claimFreshKey(t *testing.T) {
+	st := s.newStore(t)
+	c := claimAt(newRef(), hash("a"), base)
+	requireOwnedInProgress(t, c, mustClaim(t, st, c))
+}
+
+func (s suite) conflictReturnsExistingRecord(t *testing.T) {
+	st := s.newStore(t)
+	first := claimAt(newRef(), hash("first"), base)
+	mustClaim(t, st, first)
+
+	for name, requestHash := range map[string]string{"same fingerprint": hash("first"), "other fingerprint": hash("second")} {
+		second := claimAt(withOwner(first.Ref), requestHash, base.Add(time.Second))
+		res := mustClaim(t, st, second)
+		require.False(t, res.Claimed, name)
+		require.Equal(t, first.Owner, res.Record.Owner, name)
+		require.Equal(t, first.RequestHash, res.Record.RequestHash, "%s: the caller compares the stored fingerprint", name)
+		require.Equal(t, idempotency.StatusInProgress, res.Record.Status, name)
+		requireTime(t, first.LeaseUntil, res.Record.LeaseUntil, name+": LeaseUntil untouched")
+		requireTime(t, first.ExpiresAt, res.Record.ExpiresAt, name+": ExpiresAt untouched")
+		requireTime(t, first.Now, res.Record.CreatedAt, name+": CreatedAt untouched")
+	}
+}
+
+func (s suite) repeatedClaimBySameOwner(t *testing.T) {
+	st := s.newStore(t)
+	c := claimAt(newRef(), hash("a"), base)
+	mustClaim(t, st, c)
+	again := c
+	again.Now = base.Add(time.Second)
+	res := mustClaim(t, st, again)
+	require.True(t, res.Claimed, "a claim repeated by its owner after a lost reply succeeds")
+	require.Equal(t, c.Owner, res.Record.Owner)
+	require.Equal(t, idempotency.StatusInProgress, res.Record.Status)
+
+	// The owner can then complete as usual.
+	require.NoError(t, st.Complete(context.Background(), completionAt(c.Ref, jsonResponse, base.Add(2*time.Second))))
+}
+
+func (s suite) completedRecordReplays(t *testing.T) {
+	bodies := map[string]idempotency.StoredResponse{
+		"json": jsonResponse,
+		"json with white space and key order": {StatusCode: 200, Headers: map[string]string{"Content-Type": "application/json"},
+			Body: "{ \"z\": 1,\n  \"a\": [1.0, 2e3, 1E+2, -0],\t\"a\": \"dup\", \"big\": 123456789012345678901234567890 }\n"},
+		"json scalar":         {StatusCode: 200, Body: `"just a string"`},
+		"json null":           {StatusCode: 200, Body: `null`},
+		"plain text":          {StatusCode: 200, Headers: map[string]string{"Content-Type": "text/plain; charset=utf-8"}, Body: "hello, world\r\n"},
+		"html":                {StatusCode: 200, Headers: map[string]string{"Content-Type": "text/html"}, Body: `<p class="x">a & b < c > d</p>`},
+		"empty":               {StatusCode: 204},
+		"empty with headers":  {StatusCode: 202, Headers: map[string]string{"Location": "/jobs/9"}},
+		"base64":              {StatusCode: 200, Headers: map[string]string{"Content-Type": "image/png"}, Body: "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==", IsBase64Encoded: true},
+		"unicode":             {StatusCode: 200, Body: "日本語 ✓ \U0001F600 e\u0301 \u2028\u2029 \ufeff"},
+		"escapes":             {StatusCode: 200, Body: `back\slash "quote" \u0000 \n literally` + "\t\b\f\x01\x1f\x7f"},
+		"NUL bytes":           {StatusCode: 200, Body: "before\x00after\x00"},
+		"invalid UTF-8":       {StatusCode: 200, Body: "\xff\xfe\xc3\x28 half \xe2\x82"},
+		"4xx problem":         {StatusCode: 404, Headers: map[string]string{"Content-Type": "application/problem+json"}, Body: `{"type":"about:blank","status":404}`},
+		"3xx":                 {StatusCode: 303, Headers: map[string]string{"Location": "/elsewhere"}},
+		"header with NUL":     {StatusCode: 200, Headers: map[string]string{"X-Odd": "a\x00b", "Content-Type": "text/plain"}, Body: "x"},
+		"large":               {StatusCode: 200, Body: string(make([]byte, 0)) + largeBody()},
+		"lone surrogate text": {StatusCode: 200, Body: `"\ud800"`},
+	}
+	for name, resp := range bodies {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			st := s.newStore(t)
+			c := claimAt(newRef(), hash(name), base)
+			mustClaim(t, st, c)
+			done := completionAt(c.Ref, resp, base.Add(time.Second))
+			require.NoError(t, st.Complete(context.Background(), done))
+
+			for _, retry := range []idempotency.Claim{
+				claimAt(withOwner(c.Ref), hash(name), base.Add(2*time.Second)),
+				claimAt(c.Ref, hash(name), base.Add(2*time.Second)), // even its first owner only replays
+			} {
+				res := mustClaim(t, st, retry)
+				require.False(t, res.Claimed)
+				require.Equal(t, idempotency.StatusCompleted, res.Record.Status)
+				require.Equal(t, c.Owner, res.Record.Owner)
+				require.Equal(t, c.RequestHash, res.Record.RequestHash)
+				requireTime(t, done.ExpiresAt, res.Record.ExpiresAt, "ExpiresAt is the completion's")
+				require.True(t, res.Record.LeaseUntil.IsZero(), "a completed record has no lease")
+				requireResponse(t, resp, res.Record.Response)
+			}
+		})
+	}
+}
+
+func largeBody() string {
+	b := make([]byte, 256<<10)
+	for i := range b {
+		b[i] = "abcdefghijklmnopqrstuvwxyz{}[]\",:0123456789 \n"[i%45]
+	}
+	return string(b)
+}
+
+func (s suite) takeoverAfterLeaseExpiry(t *testing.T) {
+	st := s.newStore(t)
+	first := claimAt(newRef(), hash("first"), base)
+	mustClaim(t, st, first)
+
+	justBefore := claimAt(withOwner(first.Ref), hash("second"), first.LeaseUntil.Add(-time.Millisecond))
+	res := mustClaim(t, st, justBefore)
+	require.False(t, res.Claimed, "the lease still holds a millisecond before it ends")
+	require.Equal(t, first.Owner, res.Record.Owner)
+
+	second := claimAt(withOwner(first.Ref), hash("second"), first.LeaseUntil)
+	requireOwnedInProgress(t, second, mustClaim(t, st, second))
+}
+
+func (s suite) takeoverAfterExpiresAt(t *testing.T) {
+	st := s.newStore(t)
+	first := claimAt(newRef(), hash("first"), base)
+	mustClaim(t, st, first)
+	done := completionAt(first.Ref, jsonResponse, base.Add(time.Second))
+	require.NoError(t, st.Complete(context.Background(), done))
+
+	justBefore := claimAt(withOwner(first.Ref), hash("second"), done.ExpiresAt.Add(-time.Millisecond))
+	res := mustClaim(t, st, justBefore)
+	require.False(t, res.Claimed, "a completed record is live until its ExpiresAt")
+	require.Equal(t, idempotency.StatusCompleted, res.Record.Status)
+
+	second := claimAt(withOwner(first.Ref), hash("second"), done.ExpiresAt)
+	requireOwnedInProgress(t, second, mustClaim(t, st, second))
+
+	// An in-progress record whose ExpiresAt passed (a lease longer than the
+	// TTL) is taken over too.
+	long := claimAt(newRef(), hash("long"), base)
+	long.LeaseUntil = base.Add(48 * time.Hour)
+	mustClaim(t, st, long)
+	late := claimAt(withOwner(long.Ref), hash("late"), long.ExpiresAt)
+	requireOwnedInProgress(t, late, mustClaim(t, st, late))
+}
+
+func (s suite) completeAfterLostLease(t *testing.T) {
+	st := s.newStore(t)
+	ctx := context.Background()
+	first := claimAt(newRef(), hash("req"), base)
+	mustClaim(t, st, first)
+	second := claimAt(withOwner(first.Ref), hash("req"), first.LeaseUntil.Add(time.Second))
+	requireOwnedInProgress(t, second, mustClaim(t, st, second))
+
+	stale := idempotency.StoredResponse{StatusCode: 200, Body: "stale"}
+	err := st.Complete(ctx, completionAt(first.Ref, stale, second.Now.Add(time.Second)))
+	require.ErrorIs(t, err, idempotency.ErrLeaseLost)
+	require.ErrorIs(t, st.Release(ctx, first.Ref), idempotency.ErrLeaseLost)
+
+	// The new owner's record is intact.
+	res := mustClaim(t, st, claimAt(withOwner(first.Ref), hash("req"), second.Now.Add(2*time.Second)))
+	require.False(t, res.Claimed)
+	require.Equal(t, second.Owner, res.Record.Owner)
+	require.Equal(t, idempotency.StatusInProgress, res.Record.Status)
+	require.Nil(t, res.Record.Response)
+	requireTime(t, second.LeaseUntil, res.Record.LeaseUntil, "LeaseUntil of the new owner")
+
+	// And the new owner completes it.
+	require.NoError(t, st.Complete(ctx, completionAt(second.Ref, jsonResponse, second.Now.Add(3*time.Second))))
+	res = mustClaim(t, st, claimAt(withOwner(first.Ref), hash("req"), second.Now.Add(4*time.Second)))
+	require.Equal(t, idempotency.StatusCompleted, res.Record.Status)
+	requireResponse(t, jsonResponse, res.Record.Response)
+}
+
+func (s suite) completeWithoutRecord(t *testing.T) {
+	st := s.newStore(t)
+	err := st.Complete(context.Background(), completionAt(newRef(), jsonResponse, base))
+	require.ErrorIs(t, err, idempotency.ErrLeaseLost)
+	require.ErrorIs(t, st.Release(context.Background(), newRef()), idempotency.ErrLeaseLost)
+	// Nothing was created by either.
+	c := claimAt(newRef(), hash("x"), base)
+	requireOwnedInProgress(t, c, mustClaim(t, st, c))
+}
+
+func (s suite) completeTwice(t *testing.T) {
+	st := s.newStore(t)
+	ctx := context.Background()
+	c := claimAt(newRef(), hash("x"), base)
+	mustClaim(t, st, c)
+	require.NoError(t, st.Complete(ctx, completionAt(c.Ref, jsonResponse, base.Add(time.Second))))
+	other := idempotency.StoredResponse{StatusCode: 200, Body: "second"}
+	require.ErrorIs(t, st.Complete(ctx, completionAt(c.Ref, other, base.Add(2*time.Second))), idempotency.ErrLeaseLost,
+		"a completed record is no longer in progress: nothing is written")
+	res := mustClaim(t, st, claimAt(withOwner(c.Ref), hash("x"), base.Add(3*time.Second)))
+	requireResponse(t, jsonResponse, res.Record.Response)
+	requireTime(t, base.Add(time.Second).Add(ttl), res.Record.ExpiresAt, "ExpiresAt of the first completion")
+}
+
+func (s suite) releaseByNonOwner(t *testing.T) {
+	st := s.newStore(t)
+	c := claimAt(newRef(), hash("x"), base)
+	mustClaim(t, st, c)
+	require.ErrorIs(t, st.Release(context.Background(), withOwner(c.Ref)), idempotency.ErrLeaseLost)
+	res := mustClaim(t, st, claimAt(withOwner(c.Ref), hash("x"), base.Add(time.Second)))
+	require.False(t, res.Claimed, "the record survived the stranger's release")
+	require.Equal(t, c.Owner, res.Record.Owner)
+	require.Equal(t, idempotency.StatusInProgress, res.Record.Status)
+}
+
+func (s suite) releaseByOwner(t *testing.T) {
+	st := s.newStore(t)
+	ctx := context.Background()
+	c := claimAt(newRef(), hash("x"), base)
+	mustClaim(t, st, c)
+	require.NoError(t, st.Release(ctx, c.Ref))
+	require.ErrorIs(t, st.Release(ctx, c.Ref), idempotency.ErrLeaseLost, "a second release finds nothing")
+	require.ErrorIs(t, st.Complete(ctx, completionAt(c.Ref, jsonResponse, base)), idempotency.ErrLeaseLost,
+		"a released record cannot be completed")
+
+	retry := claimAt(withOwner(c.Ref), hash("other"), base.Add(time.Second))
+	requireOwnedInProgress(t, retry, mustClaim(t, st, retry))
+}
+
+func (s suite) releaseOfCompleted(t *testing.T) {
+	st := s.newStore(t)
+	ctx := context.Background()
+	c := claimAt(newRef(), hash("x"), base)
+	mustClaim(t, st, c)
+	require.NoError(t, st.Complete(ctx, completionAt(c.Ref, jsonResponse, base.Add(time.Second))))
+	require.ErrorIs(t, st.Release(ctx, c.Ref), idempotency.ErrLeaseLost, "a completed record is never released")
+	res := mustClaim(t, st, claimAt(withOwner(c.Ref), hash("x"), base.Add(2*time.Second)))
+	require.False(t, res.Claimed)
+	requireResponse(t, jsonResponse, res.Record.Response)
+}
+
+func (s suite) perUserIsolation(t *testing.T) {
+	st := s.newStore(t)
+	ctx := context.Background()
+	alice := claimAt(newRef(), hash("alice"), base)
+	bob := claimAt(idempotency.Ref{UserID: uuid.NewString(), Key: alice.Key, Owner: "owner-" + uuid.NewString()}, hash("bob"), base.Add(time.Second))
+
+	mustClaim(t, st, alice)
+	require.NoError(t, st.Complete(ctx, completionAt(alice.Ref, jsonResponse, base.Add(time.Second))))
+
+	// Bob's claim of the same key is a fresh record: nothing of Alice's shows.
+	res := mustClaim(t, st, bob)
+	requireOwnedInProgress(t, bob, res)
+
+	// Bob's owner token cannot touch Alice's record, even with her key.
+	bobOnAlice := idempotency.Ref{UserID: alice.UserID, Key: alice.Key, Owner: bob.Owner}
+	require.ErrorIs(t, st.Release(ctx, bobOnAlice), idempotency.ErrLeaseLost)
+	// Alice's owner token cannot touch Bob's record.
+	aliceOnBob := idempotency.Ref{UserID: bob.UserID, Key: bob.Key, Owner: alice.Owner}
+	require.ErrorIs(t, st.Complete(ctx, completionAt(aliceOnBob, jsonResponse, base.Add(2*time.Second))), idempotency.ErrLeaseLost)
+
+	// Bob's release frees only Bob's record.
+	require.NoError(t, st.Release(ctx, bob.Ref))
+	res = mustClaim(t, st, claimAt(withOwner(alice.Ref), hash("alice"), base.Add(3*time.Second)))
+	require.False(t, res.Claimed)
+	require.Equal(t, alice.UserID, res.Record.UserID)
+	requireResponse(t, jsonResponse, res.Record.Response)
+	again := claimAt(withOwner(bob.Ref), hash("bob"), base.Add(3*time.Second))
+	requireOwnedInProgress(t, again, mustClaim(t, st, again))
+}
+
+// race runs n claims of one key at once, the i-th built by claim(i), and
+// returns the results.
+func race(t *testing.T, st idempotency.Store, n int, claim func(i int) idempotency.Claim) []idempotency.ClaimResult {
+	t.Helper()
+	results := make([]idempotency.ClaimResult, n)
+	errs := make([]error, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			results[i], errs[i] = st.Claim(context.Background(), claim(i))
+		})
+	}
+	close(start)
+	wg.Wait()
+	require.NoError(t, errors.Join(errs...))
+	return results
+}
+
+// requireOneWinner checks that exactly one of the racing claims won and that
+// every loser saw the winner's record, with its fingerprint.
+func requireOneWinner(t *testing.T, claims []idempotency.Claim, results []idempotency.ClaimResult) {
+	t.Helper()
+	winner := -1
+	for i, res := range results {
+		if res.Claimed {
+			require.Equal(t, -1, winner, "claims %d and %d both won", winner, i)
+			winner = i
+		}
+	}
+	require.NotEqual(t, -1, winner, "no claim won")
+	requireOwnedInProgress(t, claims[winner], results[winner])
+	for i, res := range results {
+		if i == winner {
+			continue
+		}
+		require.Equal(t, claims[winner].Owner, res.Record.Owner, "claim %d saw another record", i)
+		require.Equal(t, claims[winner].RequestHash, res.Record.RequestHash, "claim %d must see the winner's fingerprint", i)
+		require.Equal(t, idempotency.StatusInProgress, res.Record.Status)
+	}
+}
+
+func (s suite) concurrentClaims(t *testing.T) {
+	st := s.newStore(t)
+	ref := newRef()
+	claims := make([]idempotency.Claim, s.opts.Concurrency)
+	for i := range claims {
+		// Half the racers send another fingerprint: whichever wins, the
+		// others must see its fingerprint to tell a mismatch from a retry.
+		claims[i] = claimAt(withOwner(ref), hash(fmt.Sprint(i%2)), base)
+	}
+	requireOneWinner(t, claims, race(t, st, len(claims), func(i int) idempotency.Claim { return claims[i] }))
+}
+
+func (s suite) concurrentTakeover(t *testing.T) {
+	st := s.newStore(t)
+	stale := claimAt(newRef(), hash("stale"), base)
+	mustClaim(t, st, stale)
+	claims := make([]idempotency.Claim, s.opts.Concurrency)
+	for i := range claims {
+		claims[i] = claimAt(withOwner(stale.Ref), hash(fmt.Sprint(i%2)), stale.LeaseUntil.Add(time.Second))
+	}
+	requireOneWinner(t, claims, race(t, st, len(claims), func(i int) idempotency.Claim { return claims[i] }))
+}
+
+func (s suite) cancelledContext(t *testing.T) {
+	st := s.newStore(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	c := claimAt(newRef(), hash("x"), base)
+
+	_, err := st.Claim(ctx, c)
+	requireStoreError(t, err, "claim")
+	require.ErrorIs(t, err, context.Canceled)
+	requireStoreError(t, st.Complete(ctx, completionAt(c.Ref, jsonResponse, base)), "complete")
+	requireStoreError(t, st.Release(ctx, c.Ref), "release")
+
+	// Nothing was claimed.
+	requireOwnedInProgress(t, c, mustClaim(t, st, c))
+}
+
+func requireStoreError(t *testing.T, err error, op string) {
+	t.Helper()
+	var se *idempotency.StoreError
+	require.ErrorAs(t, err, &se, "a failure must be a *idempotency.StoreError")
+	require.Equal(t, op, se.Op)
+	require.NotErrorIs(t, err, idempotency.ErrLeaseLost)
+}
+
+func (s suite) brokenStore(t *testing.T) {
+	if s.opts.NewBrokenStore == nil {
+		t.Skip("storetest: Options.NewBrokenStore not given")
+	}
+	st := s.opts.NewBrokenStore(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := claimAt(newRef(), hash("x"), base)
+	res, err := st.Claim(ctx, c)
+	requireStoreError(t, err, "claim")
+	require.False(t, res.Claimed, "a failed claim never says claimed")
+	requireStoreError(t, st.Complete(ctx, completionAt(c.Ref, jsonResponse, base)), "complete")
+	requireStoreError(t, st.Release(ctx, c.Ref), "release")
+}
