@@ -1,0 +1,253 @@
+// Package apigw gives one normalised view of the two API Gateway Lambda
+// proxy payloads: REST API events (payload format 1.0,
+// events.APIGatewayProxyRequest / events.APIGatewayProxyResponse) and HTTP
+// API events (payload format 2.0, events.APIGatewayV2HTTPRequest /
+// events.APIGatewayV2HTTPResponse).
+//
+// Code that must treat both payloads alike (the idempotency decorator, a
+// problem+json writer) reads a Request built with FromRequest, inspects a
+// handler's answer through FromResponse, and builds an answer of the
+// handler's own type with ToResponse.
+package apigw
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/ichido/ichido/pkg/problem"
+)
+
+// AnyRequest is the set of request payloads this package understands.
+type AnyRequest interface {
+	events.APIGatewayProxyRequest | events.APIGatewayV2HTTPRequest
+}
+
+// AnyResponse is the set of response payloads this package understands.
+type AnyResponse interface {
+	events.APIGatewayProxyResponse | events.APIGatewayV2HTTPResponse
+}
+
+// Request is the part of an API Gateway request that both payload formats
+// carry, in one shape.
+type Request struct {
+	// Version is the payload format: 1 (REST API) or 2 (HTTP API).
+	Version int
+	// Method is the HTTP method in upper case.
+	Method string
+	// Path is the concrete path as requested (v1 "path", v2 "rawPath"),
+	// never the route template.
+	Path string
+	// Query holds the query parameters. Values of one name keep the order
+	// in which the client sent them. v1 reads multiValueQueryStringParameters
+	// (falling back to queryStringParameters); v2 parses rawQueryString.
+	Query url.Values
+	// Headers maps each lower-case header name to every value found for it:
+	// from "headers" and, for v1, "multiValueHeaders" too. The same value can
+	// therefore appear more than once.
+	Headers map[string][]string
+	// Body is the body exactly as API Gateway delivered it.
+	Body string
+	// IsBase64Encoded reports that Body is base64 text.
+	IsBase64Encoded bool
+	// RequestID is API Gateway's own request id (requestContext.requestId).
+	RequestID string
+	// Claims are the claims of a JWT authorizer (v2
+	// requestContext.authorizer.jwt.claims) or a Cognito user pool
+	// authorizer (v1 requestContext.authorizer.claims), as strings. Nil
+	// when there are none.
+	Claims map[string]string
+	// AuthorizerContext is the context a Lambda authorizer returned (v2
+	// requestContext.authorizer.lambda; v1 requestContext.authorizer, which
+	// also holds principalId). Nil when there is none.
+	AuthorizerContext map[string]any
+}
+
+// Header returns every value of the header name (any case), as Headers
+// holds them.
+func (r Request) Header(name string) []string {
+	return r.Headers[strings.ToLower(name)]
+}
+
+// FromRequest returns the normalised view of an API Gateway request.
+func FromRequest[R AnyRequest](req R) Request {
+	switch r := any(req).(type) {
+	case events.APIGatewayProxyRequest:
+		return fromV1(r)
+	case events.APIGatewayV2HTTPRequest:
+		return fromV2(r)
+	}
+	panic("unreachable: AnyRequest has two members")
+}
+
+func fromV1(r events.APIGatewayProxyRequest) Request {
+	out := Request{
+		Version:         1,
+		Method:          strings.ToUpper(r.HTTPMethod),
+		Path:            r.Path,
+		Query:           url.Values{},
+		Headers:         map[string][]string{},
+		Body:            r.Body,
+		IsBase64Encoded: r.IsBase64Encoded,
+		RequestID:       r.RequestContext.RequestID,
+	}
+	if len(r.MultiValueQueryStringParameters) > 0 {
+		for name, values := range r.MultiValueQueryStringParameters {
+			out.Query[name] = append([]string(nil), values...)
+		}
+	} else {
+		for name, value := range r.QueryStringParameters {
+			out.Query[name] = []string{value}
+		}
+	}
+	for name, value := range r.Headers {
+		lower := strings.ToLower(name)
+		out.Headers[lower] = append(out.Headers[lower], value)
+	}
+	for name, values := range r.MultiValueHeaders {
+		lower := strings.ToLower(name)
+		out.Headers[lower] = append(out.Headers[lower], values...)
+	}
+	if len(r.RequestContext.Authorizer) > 0 {
+		out.AuthorizerContext = r.RequestContext.Authorizer
+		if claims, ok := r.RequestContext.Authorizer["claims"].(map[string]any); ok {
+			out.Claims = make(map[string]string, len(claims))
+			for name, value := range claims {
+				out.Claims[name] = stringify(value)
+			}
+		}
+	}
+	return out
+}
+
+func fromV2(r events.APIGatewayV2HTTPRequest) Request {
+	out := Request{
+		Version:         2,
+		Method:          strings.ToUpper(r.RequestContext.HTTP.Method),
+		Path:            r.RawPath,
+		Query:           ParseRawQuery(r.RawQueryString),
+		Headers:         map[string][]string{},
+		Body:            r.Body,
+		IsBase64Encoded: r.IsBase64Encoded,
+		RequestID:       r.RequestContext.RequestID,
+	}
+	for name, value := range r.Headers {
+		lower := strings.ToLower(name)
+		out.Headers[lower] = append(out.Headers[lower], value)
+	}
+	if a := r.RequestContext.Authorizer; a != nil {
+		if a.JWT != nil && a.JWT.Claims != nil {
+			out.Claims = a.JWT.Claims
+		}
+		if a.Lambda != nil {
+			out.AuthorizerContext = a.Lambda
+		}
+	}
+	return out
+}
+
+// ParseRawQuery parses an HTTP API rawQueryString into parameters, keeping
+// the order of the values of one name. Unlike url.ParseQuery it never fails:
+// a parameter that cannot be percent-decoded is kept as written, so that two
+// different raw strings never collapse into one.
+func ParseRawQuery(raw string) url.Values {
+	out := url.Values{}
+	for part := range strings.SplitSeq(raw, "&") {
+		if part == "" {
+			continue
+		}
+		name, value, _ := strings.Cut(part, "=")
+		out[unescape(name)] = append(out[unescape(name)], unescape(value))
+	}
+	return out
+}
+
+func unescape(s string) string {
+	if u, err := url.QueryUnescape(s); err == nil {
+		return u
+	}
+	return s
+}
+
+func stringify(v any) string {
+	if s, ok := v.(string); ok {
+		return s
+	}
+	return fmt.Sprint(v)
+}
+
+// Response is the part of an API Gateway response that both payload formats
+// carry, in one shape.
+type Response struct {
+	// StatusCode is the HTTP status.
+	StatusCode int
+	// Headers holds the response headers under canonical names.
+	Headers http.Header
+	// Body is the body as the handler returned it (base64 text when
+	// IsBase64Encoded).
+	Body string
+	// IsBase64Encoded reports that Body is base64 text.
+	IsBase64Encoded bool
+}
+
+// FromResponse returns the normalised view of a handler's response: the
+// values of "headers" and "multiValueHeaders" are merged under canonical
+// names, a name present in both taking the multi-value list.
+func FromResponse[R AnyResponse](resp R) Response {
+	var (
+		status int
+		single map[string]string
+		multi  map[string][]string
+		body   string
+		b64    bool
+	)
+	switch r := any(resp).(type) {
+	case events.APIGatewayProxyResponse:
+		status, single, multi, body, b64 = r.StatusCode, r.Headers, r.MultiValueHeaders, r.Body, r.IsBase64Encoded
+	case events.APIGatewayV2HTTPResponse:
+		status, single, multi, body, b64 = r.StatusCode, r.Headers, r.MultiValueHeaders, r.Body, r.IsBase64Encoded
+	}
+	h := http.Header{}
+	for name, values := range multi {
+		h[http.CanonicalHeaderKey(name)] = append(h[http.CanonicalHeaderKey(name)], values...)
+	}
+	for name, value := range single {
+		if _, ok := h[http.CanonicalHeaderKey(name)]; !ok {
+			h.Set(name, value)
+		}
+	}
+	return Response{StatusCode: status, Headers: h, Body: body, IsBase64Encoded: b64}
+}
+
+// ToResponse builds a response of type R. Each header goes into "headers",
+// several values of one header joined with ", ".
+func ToResponse[R AnyResponse](resp Response) R {
+	var headers map[string]string
+	if len(resp.Headers) > 0 {
+		headers = make(map[string]string, len(resp.Headers))
+		for name, values := range resp.Headers {
+			headers[name] = strings.Join(values, ", ")
+		}
+	}
+	var out R
+	switch p := any(&out).(type) {
+	case *events.APIGatewayProxyResponse:
+		*p = events.APIGatewayProxyResponse{StatusCode: resp.StatusCode, Headers: headers, Body: resp.Body, IsBase64Encoded: resp.IsBase64Encoded}
+	case *events.APIGatewayV2HTTPResponse:
+		*p = events.APIGatewayV2HTTPResponse{StatusCode: resp.StatusCode, Headers: headers, Body: resp.Body, IsBase64Encoded: resp.IsBase64Encoded}
+	}
+	return out
+}
+
+// Problem returns an application/problem+json response for d, with status
+// d.Status.
+func Problem(d problem.Details) Response {
+	return Response{
+		StatusCode: d.Status,
+		Headers:    http.Header{"Content-Type": {problem.ContentType}},
+		Body:       string(d.JSON()),
+	}
+}

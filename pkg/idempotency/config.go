@@ -1,0 +1,220 @@
+package idempotency
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-lambda-go/lambdacontext"
+
+	"github.com/ichido/ichido/pkg/apigw"
+)
+
+// Defaults of Config.
+const (
+	// DefaultTTL is how long a completed (or in-progress) record lives.
+	DefaultTTL = 24 * time.Hour
+	// DefaultMaxLease bounds a claim's lease: Lambda's own maximum timeout.
+	DefaultMaxLease = 15 * time.Minute
+	// DefaultLeaseMargin is added to the invocation's deadline, so that a
+	// record is not taken over while its owner is still writing it.
+	DefaultLeaseMargin = 2 * time.Second
+	// DefaultNamespace is the CloudWatch namespace of the metrics.
+	DefaultNamespace = "ichido"
+)
+
+// DefaultMethods are the methods protected when Config.Methods is empty.
+var DefaultMethods = []string{http.MethodPost, http.MethodPatch, http.MethodDelete}
+
+// UserIDFunc returns the authenticated user of a request. It must read only
+// what API Gateway's authorizer filled in, never a header or the body. It
+// returns "" (or an error, which is logged and never shown to the client)
+// when there is no user; the decorator then answers 401. The result must be
+// a UUID; a function may map another subject to one.
+type UserIDFunc func(ctx context.Context, req apigw.Request) (string, error)
+
+// ClaimsSubject is the default UserIDFunc: the "sub" claim of a JWT
+// authorizer (v2 requestContext.authorizer.jwt.claims.sub) or of a Cognito
+// user pool authorizer (v1 requestContext.authorizer.claims.sub).
+func ClaimsSubject(_ context.Context, req apigw.Request) (string, error) {
+	return req.Claims["sub"], nil
+}
+
+// AuthorizerContextField returns a UserIDFunc that reads the string field
+// name of a Lambda authorizer's context (v2 requestContext.authorizer.lambda,
+// v1 requestContext.authorizer, e.g. "principalId").
+func AuthorizerContextField(name string) UserIDFunc {
+	return func(_ context.Context, req apigw.Request) (string, error) {
+		s, _ := req.AuthorizerContext[name].(string)
+		return s, nil
+	}
+}
+
+// Config configures Wrap. The zero value of every field but Store takes the
+// documented default.
+type Config struct {
+	// Store keeps the records. Required.
+	Store Store
+
+	// Methods are the HTTP methods whose requests are protected; any other
+	// method passes straight through without touching the Store. GET, HEAD
+	// and OPTIONS are safe and cannot be listed. Defaults to POST, PATCH and
+	// DELETE (DefaultMethods); add PUT here if your PUT handlers need it.
+	Methods []string
+
+	// TTL is how long a record lives: an in-progress record expires TTL
+	// after its claim, a completed one TTL after its completion. Defaults to
+	// 24h (DefaultTTL).
+	TTL time.Duration
+
+	// MaxLease bounds how long a claim protects a record that is neither
+	// completed nor released (its owner crashed or timed out). The lease ends
+	// at the invocation's deadline (ctx.Deadline()) plus LeaseMargin, never
+	// later than now + MaxLease; with no deadline, at now + MaxLease.
+	// Defaults to 15m (DefaultMaxLease).
+	MaxLease time.Duration
+
+	// LeaseMargin is added to the invocation's deadline when computing the
+	// lease. Defaults to 2s (DefaultLeaseMargin).
+	LeaseMargin time.Duration
+
+	// ReplayHeaders lists response headers kept for replay besides
+	// Content-Type and Location, which are always kept. Defaults to none.
+	ReplayHeaders []string
+
+	// UserID returns the authenticated user, a UUID. Defaults to
+	// ClaimsSubject; use AuthorizerContextField, or your own function, for a
+	// Lambda authorizer or for subjects that must be mapped to a UUID.
+	UserID UserIDFunc
+
+	// Owner returns the owner token of an invocation's claims. Defaults to
+	// the Lambda request id (lambdacontext.FromContext), else a random
+	// 128-bit hex token per request.
+	Owner func(ctx context.Context) string
+
+	// Clock returns the current time; every expiry and lease is computed
+	// from it. Defaults to time.Now.
+	Clock func() time.Time
+
+	// Logger receives one line per protected request. Defaults to a JSON
+	// logger on standard output.
+	Logger *slog.Logger
+
+	// Metrics receives one CloudWatch Embedded Metric Format line per
+	// protected request. Defaults to standard output (where Lambda ships it
+	// to CloudWatch Logs); use io.Discard to turn metrics off.
+	Metrics io.Writer
+
+	// Namespace is the CloudWatch namespace of the metrics. Defaults to
+	// "ichido" (DefaultNamespace).
+	Namespace string
+}
+
+// withDefaults returns a copy of c with every zero field set to its default
+// and names normalised.
+func (c Config) withDefaults() Config {
+	if len(c.Methods) == 0 {
+		c.Methods = DefaultMethods
+	}
+	methods := make([]string, len(c.Methods))
+	for i, m := range c.Methods {
+		methods[i] = strings.ToUpper(strings.TrimSpace(m))
+	}
+	c.Methods = methods
+	if c.TTL == 0 {
+		c.TTL = DefaultTTL
+	}
+	if c.MaxLease == 0 {
+		c.MaxLease = DefaultMaxLease
+	}
+	if c.LeaseMargin == 0 {
+		c.LeaseMargin = DefaultLeaseMargin
+	}
+	if c.UserID == nil {
+		c.UserID = ClaimsSubject
+	}
+	if c.Owner == nil {
+		c.Owner = defaultOwner
+	}
+	if c.Clock == nil {
+		c.Clock = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewJSONHandler(os.Stdout, nil))
+	}
+	if c.Metrics == nil {
+		c.Metrics = os.Stdout
+	}
+	if c.Namespace == "" {
+		c.Namespace = DefaultNamespace
+	}
+	return c
+}
+
+// validate reports every problem of a defaulted Config at once.
+func (c Config) validate() error {
+	var errs []error
+	if c.Store == nil {
+		errs = append(errs, errors.New("Config.Store is nil: pass a Store, e.g. pgstore.New(pool, nil)"))
+	}
+	for _, m := range c.Methods {
+		switch {
+		case m == "" || strings.ContainsFunc(m, func(r rune) bool { return r <= ' ' || r >= 0x7f }):
+			errs = append(errs, fmt.Errorf("Config.Methods holds %q, which is not an HTTP method", m))
+		case m == http.MethodGet || m == http.MethodHead || m == http.MethodOptions:
+			errs = append(errs, fmt.Errorf("Config.Methods holds %s, a safe method that always passes through; remove it", m))
+		}
+	}
+	if c.TTL < 0 {
+		errs = append(errs, fmt.Errorf("Config.TTL is %v: use a positive duration, or 0 for the default %v", c.TTL, DefaultTTL))
+	}
+	if c.MaxLease < 0 {
+		errs = append(errs, fmt.Errorf("Config.MaxLease is %v: use a positive duration, or 0 for the default %v", c.MaxLease, DefaultMaxLease))
+	}
+	if c.LeaseMargin < 0 {
+		errs = append(errs, fmt.Errorf("Config.LeaseMargin is %v: use a positive duration, or 0 for the default %v", c.LeaseMargin, DefaultLeaseMargin))
+	}
+	if c.TTL > 0 && c.MaxLease > c.TTL {
+		errs = append(errs, fmt.Errorf("Config.MaxLease (%v) is longer than Config.TTL (%v): a record would expire while its lease still protects it; raise TTL or lower MaxLease", c.MaxLease, c.TTL))
+	}
+	for _, h := range c.ReplayHeaders {
+		if h == "" || strings.ContainsAny(h, " \t\r\n:") {
+			errs = append(errs, fmt.Errorf("Config.ReplayHeaders holds %q, which is not a header name", h))
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("idempotency: invalid Config: %w", errors.Join(errs...))
+}
+
+// replayHeaderNames returns the canonical names of the headers kept for
+// replay.
+func (c Config) replayHeaderNames() []string {
+	names := []string{"Content-Type", "Location"}
+	for _, h := range c.ReplayHeaders {
+		h = http.CanonicalHeaderKey(h)
+		if !slices.Contains(names, h) {
+			names = append(names, h)
+		}
+	}
+	return names
+}
+
+func defaultOwner(ctx context.Context) string {
+	if lc, ok := lambdacontext.FromContext(ctx); ok && lc.AwsRequestID != "" {
+		return lc.AwsRequestID
+	}
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,54 @@
+package idempotency
+
+import (
+	"context"
+	"time"
+)
+
+// Info describes the protected request a handler is running for.
+type Info struct {
+	// Key is the Idempotency-Key, a lower-case UUID v4.
+	Key string
+	// UserID is the authenticated user, a lower-case UUID.
+	UserID string
+	// RequestHash is the request's fingerprint (see Fingerprint). A handler
+	// that records the key on the row it creates stores this beside it, so
+	// that a retry after the key store was lost can still tell a same-key,
+	// different-request retry apart.
+	RequestHash string
+}
+
+type infoKey struct{}
+
+// FromContext returns the Info of the protected request that ctx belongs to.
+// It reports false outside a handler run by Wrap (for instance for a GET,
+// which passes through).
+func FromContext(ctx context.Context) (Info, bool) {
+	info, ok := ctx.Value(infoKey{}).(Info)
+	return info, ok
+}
+
+// NewContext returns a copy of ctx carrying info, as Wrap gives it to the
+// handler. It lets tests call a handler directly as if Wrap had run it.
+func NewContext(ctx context.Context, info Info) context.Context {
+	return context.WithValue(ctx, infoKey{}, info)
+}
+
+// leaseUntil returns when a claim made at now stops protecting its record:
+// the invocation's deadline plus margin, never later than now + maxLease.
+// With no deadline the lease is now + maxLease; a deadline at or before now
+// gives a lease that has already run out (now), never an unbounded one.
+func leaseUntil(ctx context.Context, now time.Time, margin, maxLease time.Duration) time.Time {
+	limit := now.Add(maxLease)
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return limit
+	}
+	if !deadline.After(now) {
+		return now
+	}
+	if lease := deadline.Add(margin); lease.Before(limit) {
+		return lease
+	}
+	return limit
+}

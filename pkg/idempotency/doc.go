@@ -1,0 +1,109 @@
+// Package idempotency makes the mutating endpoints of an API Gateway Lambda
+// handler idempotent: a client sends an Idempotency-Key header, and every
+// retry of the same request with the same key gets the first response back
+// instead of running the work again.
+//
+// # Wrapping a handler
+//
+// Wrap decorates a handler of either API Gateway payload and returns a
+// handler of the same type:
+//
+//	h, err := idempotency.Wrap(createTask, idempotency.Config{
+//		Store: pgstore.New(pool, nil),
+//	})
+//	if err != nil {
+//		return err // an invalid Config; the message says which field
+//	}
+//	lambda.Start(h)
+//
+// Config.Store is the only required field; every other field has a
+// documented default. Inside the handler, FromContext gives the key, the
+// user and the request's fingerprint.
+//
+// # Which requests
+//
+// POST, PATCH and DELETE are protected by default (Config.Methods; PUT may
+// be added). Every other method, and always GET, HEAD and OPTIONS, passes
+// straight through to the handler without touching the store.
+//
+// A protected request must carry:
+//
+//   - an authenticated user, taken only from what API Gateway's authorizer
+//     filled in (by default the "sub" claim of a JWT or Cognito authorizer,
+//     see Config.UserID), which must be a UUID; otherwise 401
+//     "unauthenticated";
+//   - the header Idempotency-Key (any case; v1 multiValueHeaders count too)
+//     holding a UUID version 4, bare or as an RFC 8941 quoted string
+//     ("\"8e03978e-40d5-43e8-bc93-6894a57f9324\""), compared in lower case.
+//     A missing header gives 400 "idempotency_key_missing"; anything else
+//     that is not one v4 UUID (empty, another version, two different values,
+//     an HTTP API's comma-joined repeat with different values) gives 400
+//     "idempotency_key_invalid".
+//
+// These checks run in that order, before the store is consulted, and the
+// handler does not run when one fails. Keys are scoped per user: two users
+// sending the same key name two independent records.
+//
+// # The fingerprint
+//
+// Each record keeps a fingerprint of its request (see Fingerprint): the
+// method, the concrete path, the query parameters sorted by name, and the
+// body, a JSON body canonicalised first so that a retry that re-serialises
+// the same object matches. The same key sent with a different request gives
+// 422 "idempotency_key_reused".
+//
+// # The life of a key
+//
+//  1. Claim: the record is inserted as in progress, owned by this invocation
+//     (Config.Owner) with a lease that ends at the invocation's deadline plus
+//     Config.LeaseMargin, never later than Config.MaxLease from now. A
+//     record whose lease or TTL has run out is taken over.
+//  2. Run: the handler runs only when this invocation owns the claim.
+//  3. Complete: a response with a status for which Storable reports true
+//     (2xx, 3xx, 4xx but 408, 409, 425 and 429) is stored with its status,
+//     body and content headers (Content-Type, Location and
+//     Config.ReplayHeaders) for Config.TTL.
+//  4. Release: when the handler returns an error, panics, or returns a
+//     status that is not stored, the record is deleted so that the client's
+//     retry runs again. The caller gets the handler's own response or error;
+//     a panic goes on after the release.
+//
+// # What the client gets
+//
+//	first request                       the handler's response
+//	retry after completion              the stored status, body (byte for byte) and
+//	                                    content headers, plus Idempotent-Replayed: true
+//	same key, different request         422 idempotency_key_reused
+//	same key while the first still runs 409 idempotency_key_in_use, Retry-After: 1
+//	missing key / malformed key         400 idempotency_key_missing / idempotency_key_invalid
+//	body marked base64 but not base64   400 validation_failed
+//	no authenticated user               401 unauthenticated
+//	store unreachable or failing        503 idempotency_store_unavailable, Retry-After: 1;
+//	                                    the handler does not run
+//
+// Every refusal is an application/problem+json body (package problem) with
+// type, title, status, detail and code; no internal error text reaches the
+// client.
+//
+// When the store fails after the handler ran, the handler's response is
+// returned all the same and the failure is logged. A failed Complete leaves
+// the record in progress until its lease runs out (retries get 409 meanwhile)
+// rather than releasing it, since the work is already done.
+//
+// # Observability
+//
+// Each protected request writes one JSON log line to Config.Logger (message
+// "idempotency") with its outcome (see Outcome), key, user, method, path,
+// owner, status and the latency of each store call in milliseconds (group
+// "store": claim_ms, complete_ms, release_ms), and one CloudWatch Embedded
+// Metric Format line to Config.Metrics that counts the outcome (and
+// "claimed" when the handler ran) in Config.Namespace.
+//
+// # Stores
+//
+// The Store interface is the seam to a database; package
+// idempotency/pgstore implements it on PostgreSQL. Every implementation
+// passes the conformance suite in idempotency/storetest, and the whole HTTP
+// behaviour above can be run against any Store with
+// idempotencytest.RunHTTPBehaviour.
+package idempotency

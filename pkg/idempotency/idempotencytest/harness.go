@@ -1,0 +1,237 @@
+// Package idempotencytest runs the HTTP behaviour of the idempotency
+// decorator (status codes, problem codes, replays, releases, logs and
+// metrics, for both API Gateway payload versions) against any Store.
+//
+// A Store implementation calls RunHTTPBehaviour from its own tests, next to
+// the conformance suite of package storetest:
+//
+//	func TestHTTPBehaviour(t *testing.T) {
+//		idempotencytest.RunHTTPBehaviour(t, func(t *testing.T) idempotency.Store {
+//			return pgstore.New(pgtest.New(t).Pool, nil)
+//		})
+//	}
+package idempotencytest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ichido/ichido/pkg/apigw"
+	"github.com/ichido/ichido/pkg/idempotency"
+)
+
+// errInjected is the failure a faultyStore reports when told to fail.
+var errInjected = errors.New("injected store failure")
+
+// faultyStore wraps a Store, counts its calls and fails on demand.
+type faultyStore struct {
+	inner                                idempotency.Store
+	claims, completes, releases          atomic.Int32
+	failClaim, failComplete, failRelease atomic.Bool
+}
+
+func (s *faultyStore) Claim(ctx context.Context, c idempotency.Claim) (idempotency.ClaimResult, error) {
+	s.claims.Add(1)
+	if s.failClaim.Load() {
+		return idempotency.ClaimResult{}, &idempotency.StoreError{Op: "claim", Err: errInjected}
+	}
+	return s.inner.Claim(ctx, c)
+}
+
+func (s *faultyStore) Complete(ctx context.Context, c idempotency.Completion) error {
+	s.completes.Add(1)
+	if s.failComplete.Load() {
+		return &idempotency.StoreError{Op: "complete", Err: errInjected}
+	}
+	return s.inner.Complete(ctx, c)
+}
+
+func (s *faultyStore) Release(ctx context.Context, r idempotency.Ref) error {
+	s.releases.Add(1)
+	if s.failRelease.Load() {
+		return &idempotency.StoreError{Op: "release", Err: errInjected}
+	}
+	return s.inner.Release(ctx, r)
+}
+
+func (s *faultyStore) calls() int {
+	return int(s.claims.Load() + s.completes.Load() + s.releases.Load())
+}
+
+// fakeClock is a settable clock. It starts at the real time (truncated to
+// the millisecond) so that a store's own housekeeping, which may use the
+// database's clock, never sees the test's records as long expired.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{now: time.Now().UTC().Truncate(time.Millisecond)}
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+// lines returns each JSON line written so far, decoded.
+func (b *syncBuffer) lines(t *testing.T) []map[string]any {
+	t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []map[string]any
+	for line := range strings.SplitSeq(strings.TrimSpace(b.b.String()), "\n") {
+		if line == "" {
+			continue
+		}
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &m), "line %q is not JSON", line)
+		out = append(out, m)
+	}
+	return out
+}
+
+// request describes a test request independently of the payload version.
+type request struct {
+	method string
+	path   string
+	query  string // raw query string, e.g. "b=2&a=1"
+	// headers go into "headers" as given (names keep their case).
+	headers map[string]string
+	// multi goes into v1 "multiValueHeaders"; an HTTP API has none, so for
+	// v2 each list is joined with "," into "headers", as API Gateway does.
+	multi  map[string][]string
+	body   string
+	b64    bool
+	sub    string // authorizer subject; "" means no authorizer at all
+	lambda map[string]any
+}
+
+// payload runs a request through a wrapped handler of one payload version.
+type payload struct {
+	name string
+	// wrap wraps h (written against the normalised view) as a handler of
+	// this version and returns a function that invokes it.
+	wrap func(t *testing.T, h handler, cfg idempotency.Config) invoker
+}
+
+type handler func(ctx context.Context, req apigw.Request) (apigw.Response, error)
+
+type invoker func(ctx context.Context, r request) (apigw.Response, error)
+
+var payloads = []payload{
+	{name: "v2", wrap: wrapVersion[events.APIGatewayV2HTTPRequest, events.APIGatewayV2HTTPResponse](v2Event)},
+	{name: "v1", wrap: wrapVersion[events.APIGatewayProxyRequest, events.APIGatewayProxyResponse](v1Event)},
+}
+
+func wrapVersion[Req apigw.AnyRequest, Resp apigw.AnyResponse](event func(request) Req) func(*testing.T, handler, idempotency.Config) invoker {
+	return func(t *testing.T, h handler, cfg idempotency.Config) invoker {
+		typed := func(ctx context.Context, req Req) (Resp, error) {
+			resp, err := h(ctx, apigw.FromRequest(req))
+			return apigw.ToResponse[Resp](resp), err
+		}
+		wrapped, err := idempotency.Wrap(typed, cfg)
+		require.NoError(t, err)
+		return func(ctx context.Context, r request) (apigw.Response, error) {
+			resp, err := wrapped(ctx, event(r))
+			return apigw.FromResponse(resp), err
+		}
+	}
+}
+
+func v2Event(r request) events.APIGatewayV2HTTPRequest {
+	headers := map[string]string{}
+	for name, v := range r.headers {
+		headers[name] = v
+	}
+	for name, vs := range r.multi {
+		headers[strings.ToLower(name)] = strings.Join(vs, ",")
+	}
+	e := events.APIGatewayV2HTTPRequest{
+		Version:         "2.0",
+		RouteKey:        r.method + " " + r.path,
+		RawPath:         r.path,
+		RawQueryString:  r.query,
+		Headers:         headers,
+		Body:            r.body,
+		IsBase64Encoded: r.b64,
+	}
+	e.RequestContext.HTTP.Method = r.method
+	e.RequestContext.HTTP.Path = r.path
+	e.RequestContext.RequestID = uuid.NewString()
+	if r.sub != "" || r.lambda != nil {
+		e.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{Lambda: r.lambda}
+		if r.sub != "" {
+			e.RequestContext.Authorizer.JWT = &events.APIGatewayV2HTTPRequestContextAuthorizerJWTDescription{
+				Claims: map[string]string{"sub": r.sub, "email": "someone@example.com"},
+			}
+		}
+	}
+	return e
+}
+
+func v1Event(r request) events.APIGatewayProxyRequest {
+	e := events.APIGatewayProxyRequest{
+		Resource:          r.path,
+		Path:              r.path,
+		HTTPMethod:        r.method,
+		Headers:           r.headers,
+		MultiValueHeaders: r.multi,
+		Body:              r.body,
+		IsBase64Encoded:   r.b64,
+	}
+	if r.query != "" {
+		q, err := url.ParseQuery(r.query)
+		if err != nil {
+			panic(err)
+		}
+		e.MultiValueQueryStringParameters = q
+		e.QueryStringParameters = map[string]string{}
+		for name, vs := range q {
+			e.QueryStringParameters[name] = vs[len(vs)-1]
+		}
+	}
+	e.RequestContext.RequestID = uuid.NewString()
+	if r.sub != "" || r.lambda != nil {
+		e.RequestContext.Authorizer = map[string]any{}
+		for k, v := range r.lambda {
+			e.RequestContext.Authorizer[k] = v
+		}
+		if r.sub != "" {
+			e.RequestContext.Authorizer["claims"] = map[string]any{"sub": r.sub, "email": "someone@example.com"}
+		}
+	}
+	return e
+}

@@ -1,0 +1,274 @@
+package idempotency
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ichido/ichido/pkg/apigw"
+	"github.com/ichido/ichido/pkg/problem"
+)
+
+// finishTimeout bounds Complete and Release. They run on a context detached
+// from the invocation's cancellation (the work is done and must be recorded
+// even if the client went away), so they need a bound of their own.
+const finishTimeout = 5 * time.Second
+
+// Wrap returns a handler that behaves like h and makes its protected
+// requests idempotent (see the package documentation for the whole
+// contract). Req is events.APIGatewayV2HTTPRequest or
+// events.APIGatewayProxyRequest, Resp events.APIGatewayV2HTTPResponse or
+// events.APIGatewayProxyResponse.
+//
+// Wrap returns an error, and no handler, when h is nil or cfg is invalid;
+// the message names the field to fix.
+func Wrap[Req apigw.AnyRequest, Resp apigw.AnyResponse](h func(context.Context, Req) (Resp, error), cfg Config) (func(context.Context, Req) (Resp, error), error) {
+	if h == nil {
+		return nil, errors.New("idempotency: Wrap needs a handler, got nil")
+	}
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	d := &decorator{
+		cfg:           cfg,
+		replayHeaders: cfg.replayHeaderNames(),
+		metrics:       &metricsWriter{w: cfg.Metrics, namespace: cfg.Namespace},
+	}
+	return func(ctx context.Context, req Req) (Resp, error) {
+		view := apigw.FromRequest(req)
+		if !slices.Contains(d.cfg.Methods, view.Method) {
+			return h(ctx, req)
+		}
+		return serve(ctx, d, h, req, view)
+	}, nil
+}
+
+type decorator struct {
+	cfg           Config
+	replayHeaders []string
+	metrics       *metricsWriter
+}
+
+// serve runs the contract's flow for one protected request.
+func serve[Req apigw.AnyRequest, Resp apigw.AnyResponse](ctx context.Context, d *decorator, h func(context.Context, Req) (Resp, error), req Req, view apigw.Request) (Resp, error) {
+	obs := &observation{start: d.cfg.Clock(), method: view.Method, path: view.Path}
+	defer func() { obs.emit(ctx, d.cfg.Logger, d.metrics) }()
+
+	refuse := func(outcome Outcome, p problem.Details) (Resp, error) {
+		obs.outcome, obs.status, obs.reason = outcome, p.Status, p.Code
+		r := apigw.Problem(p)
+		if p.Status == http.StatusConflict || p.Status == http.StatusServiceUnavailable {
+			r.Headers.Set("Retry-After", "1")
+		}
+		return apigw.ToResponse[Resp](r), nil
+	}
+
+	userID, detail, err := d.userID(ctx, view)
+	if userID == "" {
+		obs.err = err
+		return refuse(OutcomeRejected, problem.New(http.StatusUnauthorized, problem.CodeUnauthenticated, detail))
+	}
+	obs.user = userID
+
+	key, err := parseKey(view.Header(HeaderName))
+	switch {
+	case errors.Is(err, errKeyMissing):
+		return refuse(OutcomeRejected, problem.New(http.StatusBadRequest, problem.CodeKeyMissing,
+			"Send an Idempotency-Key header holding a new UUID version 4 with every "+view.Method+" request."))
+	case err != nil:
+		return refuse(OutcomeRejected, problem.New(http.StatusBadRequest, problem.CodeKeyInvalid,
+			"The Idempotency-Key header must hold exactly one UUID version 4, bare or as a quoted string."))
+	}
+	obs.key = key
+
+	hash, err := Fingerprint(view)
+	if err != nil {
+		return refuse(OutcomeRejected, problem.New(http.StatusBadRequest, problem.CodeValidation,
+			"The request body is marked base64-encoded but is not valid base64."))
+	}
+
+	ref := Ref{UserID: userID, Key: key, Owner: d.cfg.Owner(ctx)}
+	obs.owner = ref.Owner
+	now := d.cfg.Clock()
+	claim := Claim{
+		Ref:         ref,
+		RequestHash: hash,
+		Now:         now,
+		LeaseUntil:  leaseUntil(ctx, now, d.cfg.LeaseMargin, d.cfg.MaxLease),
+		ExpiresAt:   now.Add(d.cfg.TTL),
+	}
+	var res ClaimResult
+	err = obs.timed("claim", func() (err error) {
+		res, err = d.cfg.Store.Claim(ctx, claim)
+		return err
+	})
+	if err != nil {
+		obs.err = err
+		return refuse(OutcomeStoreError, storeUnavailable())
+	}
+
+	if !res.Claimed {
+		rec := res.Record
+		switch {
+		case rec.RequestHash != hash:
+			return refuse(OutcomeMismatch, problem.New(http.StatusUnprocessableEntity, problem.CodeKeyReused,
+				"This Idempotency-Key was already used for a different request (method, path, query or body). Use a new key for a new request."))
+		case rec.Status == StatusInProgress:
+			return refuse(OutcomeInProgress, problem.New(http.StatusConflict, problem.CodeKeyInUse,
+				"A request with this Idempotency-Key is still being processed. Retry after the delay in Retry-After."))
+		case rec.Status == StatusCompleted && rec.Response != nil:
+			obs.outcome, obs.status = OutcomeReplayed, rec.Response.StatusCode
+			return apigw.ToResponse[Resp](d.replay(*rec.Response)), nil
+		default:
+			obs.err = fmt.Errorf("store returned an unusable record: status %q, response present %t", rec.Status, rec.Response != nil)
+			return refuse(OutcomeStoreError, storeUnavailable())
+		}
+	}
+
+	obs.claimed = true
+	ctx = NewContext(ctx, Info{Key: key, UserID: userID, RequestHash: hash})
+	return run(ctx, d, h, req, ref, obs)
+}
+
+// run calls the handler on a claimed record, then completes or releases it.
+func run[Req apigw.AnyRequest, Resp apigw.AnyResponse](ctx context.Context, d *decorator, h func(context.Context, Req) (Resp, error), req Req, ref Ref, obs *observation) (resp Resp, err error) {
+	start := time.Now()
+	returned := false
+	defer func() {
+		if returned {
+			return
+		}
+		// The handler panicked (or called runtime.Goexit): free the key for
+		// the retry, then let the panic go on.
+		v := recover()
+		obs.handler, obs.handlerMS = "panic", msSince(start)
+		d.release(ctx, ref, obs)
+		if v != nil {
+			panic(v)
+		}
+	}()
+	resp, err = h(ctx, req)
+	returned = true
+	obs.handlerMS = msSince(start)
+
+	if err != nil {
+		obs.handler = "error"
+		obs.err = err
+		d.release(ctx, ref, obs)
+		return resp, err
+	}
+	obs.handler = "ok"
+	view := apigw.FromResponse(resp)
+	obs.status = view.StatusCode
+	if !Storable(view.StatusCode) {
+		d.release(ctx, ref, obs)
+		return resp, nil
+	}
+	d.complete(ctx, ref, view, obs)
+	return resp, nil
+}
+
+// Storable reports whether a response with this status is stored for
+// replay: 2xx, 3xx and 4xx except 408, 409, 425 and 429, which are
+// transient. Anything else (5xx, or a status outside 200–499) releases the
+// key so that a retry runs the handler again.
+func Storable(status int) bool {
+	switch status {
+	case http.StatusRequestTimeout, http.StatusConflict, http.StatusTooEarly, http.StatusTooManyRequests:
+		return false
+	}
+	return status >= 200 && status < 500
+}
+
+// complete stores the response. On ErrLeaseLost nothing is stored (another
+// invocation owns the key now); on a store failure the record is left in
+// progress until its lease runs out rather than released, since the work
+// is done and a release would invite an immediate second run.
+func (d *decorator) complete(ctx context.Context, ref Ref, resp apigw.Response, obs *observation) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+	defer cancel()
+	now := d.cfg.Clock()
+	c := Completion{
+		Ref:       ref,
+		Response:  d.stored(resp),
+		Now:       now,
+		ExpiresAt: now.Add(d.cfg.TTL),
+	}
+	err := obs.timed("complete", func() error { return d.cfg.Store.Complete(ctx, c) })
+	obs.outcome = finishOutcome(err, OutcomeCompleted)
+	if err != nil {
+		obs.err = err
+	}
+}
+
+// release deletes the claimed record so that the client's retry runs again.
+func (d *decorator) release(ctx context.Context, ref Ref, obs *observation) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+	defer cancel()
+	err := obs.timed("release", func() error { return d.cfg.Store.Release(ctx, ref) })
+	obs.outcome = finishOutcome(err, OutcomeReleased)
+	if err != nil {
+		obs.err = errors.Join(obs.err, err)
+	}
+}
+
+func finishOutcome(err error, ok Outcome) Outcome {
+	switch {
+	case err == nil:
+		return ok
+	case errors.Is(err, ErrLeaseLost):
+		return OutcomeLeaseLost
+	default:
+		return OutcomeStoreError
+	}
+}
+
+// stored keeps the parts of resp that a replay gives back.
+func (d *decorator) stored(resp apigw.Response) StoredResponse {
+	s := StoredResponse{StatusCode: resp.StatusCode, Body: resp.Body, IsBase64Encoded: resp.IsBase64Encoded}
+	for _, name := range d.replayHeaders {
+		if values := resp.Headers.Values(name); len(values) > 0 {
+			if s.Headers == nil {
+				s.Headers = map[string]string{}
+			}
+			s.Headers[name] = strings.Join(values, ", ")
+		}
+	}
+	return s
+}
+
+// replay rebuilds a stored response, marked as replayed.
+func (d *decorator) replay(s StoredResponse) apigw.Response {
+	h := http.Header{}
+	for name, value := range s.Headers {
+		h.Set(name, value)
+	}
+	h.Set(ReplayedHeader, "true")
+	return apigw.Response{StatusCode: s.StatusCode, Headers: h, Body: s.Body, IsBase64Encoded: s.IsBase64Encoded}
+}
+
+// userID returns the authenticated user as a lower-case UUID, or the
+// detail of a 401 for the client and, when the extractor failed, its error
+// for the log.
+func (d *decorator) userID(ctx context.Context, view apigw.Request) (userID, detail string, err error) {
+	sub, err := d.cfg.UserID(ctx, view)
+	switch {
+	case err != nil || sub == "":
+		return "", "The request carries no authenticated user.", err
+	case !isUUID(sub):
+		return "", "The authenticated subject is not a UUID, so it cannot own idempotency keys.", nil
+	}
+	return strings.ToLower(sub), "", nil
+}
+
+func storeUnavailable() problem.Details {
+	return problem.New(http.StatusServiceUnavailable, problem.CodeStoreUnavailable,
+		"The request was not processed because the idempotency store is unavailable. Retry after the delay in Retry-After.")
+}
+
+func msSince(t time.Time) float64 { return float64(time.Since(t).Microseconds()) / 1000 }
