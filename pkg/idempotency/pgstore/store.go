@@ -155,6 +155,21 @@ func (s *Store) Complete(ctx context.Context, c idempotency.Completion) error {
 	return s.complete(ctx, s.db, c)
 }
 
+// CompleteInTx is Complete run inside tx, the transaction that holds a
+// handler's own writes (spec: atomic completion). The record is completed
+// if and only if tx commits, so there is no moment at which the work is
+// committed but the key still in progress. It is fenced like Complete: on
+// ErrLeaseLost another invocation owns the key, nothing was written to the
+// record, and the caller should roll tx back so that its work is not
+// committed twice. On a *StoreError the transaction is unusable and must be
+// rolled back too.
+//
+// The record must have been claimed by c.Owner beforehand (Store.Claim);
+// tx must be on the same database as the Store's pool.
+func (s *Store) CompleteInTx(ctx context.Context, tx pgx.Tx, c idempotency.Completion) error {
+	return s.complete(ctx, tx, c)
+}
+
 func (s *Store) complete(ctx context.Context, db querier, c idempotency.Completion) error {
 	env, err := encodeEnvelope(c.Response)
 	if err != nil {
