@@ -93,6 +93,9 @@ func startCluster(t *testing.T, opts pgtest.Options) *pgtest.Cluster {
 		opts.Dir = dir
 	}
 	c, err := pgtest.StartCluster(t.Context(), opts)
+	if err != nil {
+		_ = os.RemoveAll(opts.Dir)
+	}
 	require.NoError(t, err, "starting a private PostgreSQL")
 	t.Cleanup(func() { _ = c.Destroy() })
 	return c
