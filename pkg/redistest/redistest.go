@@ -61,8 +61,10 @@ type Server struct {
 func (s *Server) URL() string { return "redis://" + s.Addr }
 
 // Start starts a private redis-server on a free port of 127.0.0.1, in a new
-// temporary directory, persistence off. The caller stops it with Stop.
-func Start(ctx context.Context) (*Server, error) {
+// temporary directory, persistence off; extraArgs are added to its command
+// line (for example "--cluster-enabled", "yes"). The caller stops it with
+// Stop.
+func Start(ctx context.Context, extraArgs ...string) (*Server, error) {
 	bin, err := EnsureInstalled(ctx)
 	if err != nil {
 		return nil, err
@@ -75,7 +77,7 @@ func Start(ctx context.Context) (*Server, error) {
 		if err != nil {
 			return nil, err
 		}
-		s, err := start(ctx, bin, port)
+		s, err := start(ctx, bin, port, extraArgs)
 		if err == nil {
 			return s, nil
 		}
@@ -84,7 +86,7 @@ func Start(ctx context.Context) (*Server, error) {
 	return nil, lastErr
 }
 
-func start(ctx context.Context, bin string, port int) (*Server, error) {
+func start(ctx context.Context, bin string, port int, extraArgs []string) (*Server, error) {
 	dir, err := os.MkdirTemp("", "redistest-")
 	if err != nil {
 		return nil, fmt.Errorf("redistest: %w", err)
@@ -96,7 +98,7 @@ func start(ctx context.Context, bin string, port int) (*Server, error) {
 		return nil, fmt.Errorf("redistest: %w", err)
 	}
 	defer logFile.Close()
-	cmd := exec.Command(bin,
+	args := append([]string{
 		"--port", strconv.Itoa(port),
 		"--bind", "127.0.0.1",
 		"--save", "",
@@ -105,7 +107,8 @@ func start(ctx context.Context, bin string, port int) (*Server, error) {
 		"--daemonize", "no",
 		"--protected-mode", "yes",
 		"--loglevel", "warning",
-	)
+	}, extraArgs...)
+	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = sysProcAttr()
@@ -183,10 +186,11 @@ func (s *Server) Stop() {
 	})
 }
 
-// StartT starts a private server for t alone, stopped when t ends.
-func StartT(t testing.TB) *Server {
+// StartT starts a private server for t alone (see Start), stopped when t
+// ends.
+func StartT(t testing.TB, extraArgs ...string) *Server {
 	t.Helper()
-	s, err := Start(context.Background())
+	s, err := Start(context.Background(), extraArgs...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,11 @@
+-- Release: delete the record at KEYS[1], fenced by the owner token (ARGV[1])
+-- and the in-progress status.
+--
+-- Returns 1 when deleted, 0 when the caller no longer owns the record as in
+-- progress (nothing is deleted).
+local cur = redis.call('HMGET', KEYS[1], 'status', 'owner')
+if cur[1] ~= 'in_progress' or cur[2] ~= ARGV[1] then
+  return 0
+end
+redis.call('DEL', KEYS[1])
+return 1

@@ -1,0 +1,329 @@
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ichido/ichido/pkg/idempotency"
+	"github.com/ichido/ichido/pkg/idempotency/redisstore"
+	"github.com/ichido/ichido/pkg/idempotency/storetest"
+	"github.com/ichido/ichido/pkg/pgtest"
+	"github.com/ichido/ichido/pkg/redistest"
+)
+
+func TestMain(m *testing.M) { redistest.Main(m) }
+
+// newBrokenStore returns a store whose client points at a port nothing
+// listens on.
+func newBrokenStore(t *testing.T) idempotency.Store {
+	port, err := pgtest.FreePort()
+	require.NoError(t, err)
+	c := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", port), DialTimeout: time.Second, MaxRetries: -1})
+	t.Cleanup(func() { _ = c.Close() })
+	return redisstore.New(c, nil)
+}
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	storetest.RunWithOptions(t, func(t *testing.T) idempotency.Store {
+		return redisstore.New(redistest.NewClient(t), nil)
+	}, storetest.Options{NewBrokenStore: newBrokenStore})
+}
+
+// TestConformanceFromEnv runs the suite through the client ClientFromEnv
+// builds, with its Lambda-sized pool and timeouts.
+func TestConformanceFromEnv(t *testing.T) {
+	t.Parallel()
+	url := redistest.URL(t)
+	storetest.Run(t, func(t *testing.T) idempotency.Store {
+		c, err := redisstore.ClientFromEnv(func(string) string { return url })
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = c.Close() })
+		return redisstore.New(c, &redisstore.Options{KeyPrefix: "env-test:"})
+	})
+}
+
+func newRef() idempotency.Ref {
+	return idempotency.Ref{UserID: uuid.NewString(), Key: uuid.NewString(), Owner: uuid.NewString()}
+}
+
+func claimAt(r idempotency.Ref, now time.Time, lease, ttl time.Duration) idempotency.Claim {
+	return idempotency.Claim{Ref: r, RequestHash: "h", Now: now, LeaseUntil: now.Add(lease), ExpiresAt: now.Add(ttl)}
+}
+
+// requireStoreError checks that err is a *StoreError of op.
+func requireStoreError(t *testing.T, err error, op string) *idempotency.StoreError {
+	t.Helper()
+	var se *idempotency.StoreError
+	require.ErrorAs(t, err, &se)
+	require.Equal(t, op, se.Op)
+	return se
+}
+
+func TestStoppedServer(t *testing.T) {
+	t.Parallel()
+	srv := redistest.StartT(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, DialTimeout: time.Second, MaxRetries: -1})
+	t.Cleanup(func() { _ = c.Close() })
+	st := redisstore.New(c, nil)
+	ctx := context.Background()
+	claim := claimAt(newRef(), time.Now(), 30*time.Second, time.Hour)
+	res, err := st.Claim(ctx, claim)
+	require.NoError(t, err)
+	require.True(t, res.Claimed)
+
+	srv.Stop()
+	_, err = st.Claim(ctx, claim)
+	requireStoreError(t, err, "claim")
+	err = st.Complete(ctx, idempotency.Completion{Ref: claim.Ref, Response: idempotency.StoredResponse{StatusCode: 201}, Now: claim.Now, ExpiresAt: claim.ExpiresAt})
+	requireStoreError(t, err, "complete")
+	require.NotErrorIs(t, err, idempotency.ErrLeaseLost)
+	requireStoreError(t, st.Release(ctx, claim.Ref), "release")
+}
+
+func TestDeadlineIsStoreError(t *testing.T) {
+	t.Parallel()
+	c, err := redisstore.ClientFromEnv(func(string) string { return redistest.URL(t) })
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	st := redisstore.New(c, nil)
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	_, err = st.Claim(ctx, claimAt(newRef(), time.Now(), time.Second, time.Hour))
+	requireStoreError(t, err, "claim")
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+}
+
+// TestKeyExpiry checks the key's TTL: while in progress it covers the later
+// of the lease and ExpiresAt; once completed it ends at the completion's
+// ExpiresAt. The store's times here follow the real clock, since Redis
+// expires keys by its own.
+func TestKeyExpiry(t *testing.T) {
+	t.Parallel()
+	client := redistest.NewClient(t)
+	st := redisstore.New(client, nil)
+	ctx := context.Background()
+
+	// requirePTTL checks that the key expires at want, give or take the
+	// time the test took to get here and the server's cached clock (Redis
+	// reads its clock once per event loop iteration).
+	requirePTTL := func(t *testing.T, key string, want time.Time) {
+		t.Helper()
+		left := time.Until(want)
+		ttl, err := client.PTTL(ctx, key).Result()
+		require.NoError(t, err)
+		require.LessOrEqual(t, ttl, left+100*time.Millisecond, "the key must not outlive its expiry")
+		require.Greater(t, ttl, left-10*time.Second, "PTTL %s, want about %s", ttl, left)
+	}
+
+	for name, tc := range map[string]struct{ lease, ttl time.Duration }{
+		"TTL longer than the lease": {30 * time.Second, 24 * time.Hour},
+		"lease longer than the TTL": {2 * time.Hour, time.Hour},
+	} {
+		t.Run(name, func(t *testing.T) {
+			now := time.Now()
+			c := claimAt(newRef(), now, tc.lease, tc.ttl)
+			res, err := st.Claim(ctx, c)
+			require.NoError(t, err)
+			require.True(t, res.Claimed)
+			key := st.Key(c.UserID, c.Key)
+			requirePTTL(t, key, now.Add(max(tc.lease, tc.ttl)))
+
+			done := idempotency.Completion{Ref: c.Ref, Response: idempotency.StoredResponse{StatusCode: 201, Body: "{}"},
+				Now: now.Add(time.Second), ExpiresAt: now.Add(time.Second + 90*time.Minute)}
+			require.NoError(t, st.Complete(ctx, done))
+			requirePTTL(t, key, done.ExpiresAt)
+
+			fields, err := client.HGetAll(ctx, key).Result()
+			require.NoError(t, err)
+			require.NotContains(t, fields, "lease_until", "a completed record has no lease")
+		})
+	}
+}
+
+// TestCallerClockDecides shows the trade-off of ADR 0060: the claim decides
+// with the caller's clock, while Redis drops the key by its own. A record
+// whose ExpiresAt is already past by the server's clock is claimed (the
+// caller's view) but vanishes at once, which is the outcome the caller's
+// clock would reach a moment later anyway.
+func TestCallerClockDecides(t *testing.T) {
+	t.Parallel()
+	client := redistest.NewClient(t)
+	st := redisstore.New(client, nil)
+	ctx := context.Background()
+	past := time.Date(2001, 2, 3, 4, 5, 6, 0, time.UTC)
+	c := claimAt(newRef(), past, time.Minute, time.Hour)
+	res, err := st.Claim(ctx, c)
+	require.NoError(t, err)
+	require.True(t, res.Claimed)
+	require.Zero(t, client.Exists(ctx, st.Key(c.UserID, c.Key)).Val(), "Redis expired the key by its own clock")
+	require.ErrorIs(t, st.Release(ctx, c.Ref), idempotency.ErrLeaseLost)
+}
+
+// TestRecordLayout pins the key name (hash tag per user, prefix) and the raw
+// storage of the body.
+func TestRecordLayout(t *testing.T) {
+	t.Parallel()
+	client := redistest.NewClient(t)
+	ctx := context.Background()
+	now := time.Date(2100, 1, 1, 0, 0, 0, 123456789, time.UTC)
+
+	def := redisstore.New(client, nil)
+	ref := newRef()
+	require.Equal(t, "ichido:idem:{"+ref.UserID+"}:"+ref.Key, def.Key(ref.UserID, ref.Key))
+
+	st := redisstore.New(client, &redisstore.Options{KeyPrefix: "layout:"})
+	key := st.Key(ref.UserID, ref.Key)
+	require.Equal(t, "layout:{"+ref.UserID+"}:"+ref.Key, key)
+	c := claimAt(ref, now, time.Minute, time.Hour)
+	res, err := st.Claim(ctx, c)
+	require.NoError(t, err)
+	require.True(t, res.Claimed)
+	require.Equal(t, now.Truncate(time.Microsecond), res.Record.CreatedAt, "times keep microseconds")
+	require.Zero(t, client.Exists(ctx, def.Key(ref.UserID, ref.Key)).Val(), "the prefix separates stores")
+
+	fields, err := client.HGetAll(ctx, key).Result()
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{
+		"status":       "in_progress",
+		"owner":        ref.Owner,
+		"request_hash": "h",
+		"created_at":   fmt.Sprint(now.UnixMicro()),
+		"lease_until":  fmt.Sprint(now.Add(time.Minute).UnixMicro()),
+		"expires_at":   fmt.Sprint(now.Add(time.Hour).UnixMicro()),
+	}, fields)
+
+	body := "{\"a\": 1}\x00\xff raw"
+	require.NoError(t, st.Complete(ctx, idempotency.Completion{Ref: ref, Now: now, ExpiresAt: now.Add(time.Hour),
+		Response: idempotency.StoredResponse{StatusCode: 201, Headers: map[string]string{"Content-Type": "application/json"}, Body: body}}))
+	fields, err = client.HGetAll(ctx, key).Result()
+	require.NoError(t, err)
+	require.Equal(t, body, fields["body"], "the body is stored as its raw bytes")
+	require.JSONEq(t, `{"Content-Type":"application/json"}`, fields["headers"])
+	require.Equal(t, "completed", fields["status"])
+	require.Equal(t, "201", fields["status_code"])
+	require.Equal(t, "0", fields["body_base64"])
+}
+
+// TestReplayByteForByte round-trips bodies and headers that a JSON or text
+// store would alter.
+func TestReplayByteForByte(t *testing.T) {
+	t.Parallel()
+	st := redisstore.New(redistest.NewClient(t), nil)
+	ctx := context.Background()
+	now := time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
+	for name, resp := range map[string]idempotency.StoredResponse{
+		"json":                  {StatusCode: 201, Headers: map[string]string{"Content-Type": "application/json", "Location": "/tasks/1"}, Body: `{ "b":1, "a" : [1.0, 2e3] }`},
+		"not json":              {StatusCode: 200, Headers: map[string]string{"Content-Type": "text/plain"}, Body: "plain text\r\n"},
+		"empty":                 {StatusCode: 204},
+		"unicode":               {StatusCode: 200, Body: "日本語 \U0001F600 e\u0301"},
+		"NUL bytes":             {StatusCode: 200, Body: "\x00a\x00\x00"},
+		"invalid UTF-8":         {StatusCode: 200, Body: "\xff\xfe\xc3\x28"},
+		"base64 flag":           {StatusCode: 200, Body: "AAEC", IsBase64Encoded: true},
+		"header invalid UTF-8":  {StatusCode: 200, Headers: map[string]string{"X-Raw": "\xff\x00", "Content-Type": "text/plain"}, Body: "x"},
+		"header NUL and quotes": {StatusCode: 200, Headers: map[string]string{"X-Odd": "a\x00\"b\\"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := claimAt(newRef(), now, time.Minute, time.Hour)
+			_, err := st.Claim(ctx, c)
+			require.NoError(t, err)
+			require.NoError(t, st.Complete(ctx, idempotency.Completion{Ref: c.Ref, Response: resp, Now: now, ExpiresAt: now.Add(time.Hour)}))
+			other := c
+			other.Owner = uuid.NewString()
+			res, err := st.Claim(ctx, other)
+			require.NoError(t, err)
+			require.False(t, res.Claimed)
+			require.NotNil(t, res.Record.Response)
+			got := *res.Record.Response
+			require.Equal(t, []byte(resp.Body), []byte(got.Body))
+			require.Equal(t, resp.StatusCode, got.StatusCode)
+			require.Equal(t, resp.IsBase64Encoded, got.IsBase64Encoded)
+			require.Equal(t, len(resp.Headers), len(got.Headers))
+			for k, v := range resp.Headers {
+				require.Equal(t, []byte(v), []byte(got.Headers[k]), "header %q", k)
+			}
+		})
+	}
+}
+
+// TestScriptsReloaded checks the EVAL fallback: after SCRIPT FLUSH (a
+// restarted or failed-over server) the scripts still run.
+func TestScriptsReloaded(t *testing.T) {
+	t.Parallel()
+	srv := redistest.StartT(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { _ = client.Close() })
+	st := redisstore.New(client, nil)
+	ctx := context.Background()
+	now := time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
+
+	c := claimAt(newRef(), now, time.Minute, time.Hour)
+	_, err := st.Claim(ctx, c)
+	require.NoError(t, err)
+	require.NoError(t, client.ScriptFlush(ctx).Err())
+	require.NoError(t, st.Complete(ctx, idempotency.Completion{Ref: c.Ref, Response: idempotency.StoredResponse{StatusCode: 200}, Now: now, ExpiresAt: now.Add(time.Hour)}))
+	require.NoError(t, client.ScriptFlush(ctx).Err())
+	res, err := st.Claim(ctx, c)
+	require.NoError(t, err)
+	require.Equal(t, idempotency.StatusCompleted, res.Record.Status)
+	require.NoError(t, client.ScriptFlush(ctx).Err())
+	require.ErrorIs(t, st.Release(ctx, c.Ref), idempotency.ErrLeaseLost)
+}
+
+// TestForeignValueIsStoreError checks that a key of another type under the
+// prefix fails as a store error that says so, and is left alone.
+func TestForeignValueIsStoreError(t *testing.T) {
+	t.Parallel()
+	client := redistest.NewClient(t)
+	st := redisstore.New(client, nil)
+	ctx := context.Background()
+	c := claimAt(newRef(), time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC), time.Minute, time.Hour)
+	key := st.Key(c.UserID, c.Key)
+	require.NoError(t, client.Set(ctx, key, "not a record", time.Minute).Err())
+
+	_, err := st.Claim(ctx, c)
+	se := requireStoreError(t, err, "claim")
+	require.Contains(t, se.Error(), "KeyPrefix")
+	requireStoreError(t, st.Complete(ctx, idempotency.Completion{Ref: c.Ref, Now: c.Now, ExpiresAt: c.ExpiresAt}), "complete")
+	requireStoreError(t, st.Release(ctx, c.Ref), "release")
+	require.Equal(t, "not a record", client.Get(ctx, key).Val())
+}
+
+// TestCluster runs the suite through a cluster client on a one-node
+// cluster holding every slot, and checks that the keys of one user share a
+// slot (the hash tag).
+func TestCluster(t *testing.T) {
+	t.Parallel()
+	srv := redistest.StartT(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
+	ctx := context.Background()
+	node := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { _ = node.Close() })
+	require.NoError(t, node.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", "0", "16383").Err())
+	require.Eventually(t, func() bool {
+		info, err := node.ClusterInfo(ctx).Result()
+		return err == nil && strings.Contains(info, "cluster_state:ok")
+	}, 30*time.Second, 50*time.Millisecond, "the one-node cluster never became ok")
+
+	st := redisstore.New(node, nil)
+	user := uuid.NewString()
+	want, err := node.ClusterKeySlot(ctx, user).Result()
+	require.NoError(t, err)
+	for range 5 {
+		slot, err := node.ClusterKeySlot(ctx, st.Key(user, uuid.NewString())).Result()
+		require.NoError(t, err)
+		require.Equal(t, want, slot, "a user's keys hash by the user id alone")
+	}
+
+	storetest.Run(t, func(t *testing.T) idempotency.Store {
+		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{srv.Addr}})
+		t.Cleanup(func() { _ = c.Close() })
+		return redisstore.New(c, nil)
+	})
+}
