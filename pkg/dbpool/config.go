@@ -71,9 +71,10 @@ type Config struct {
 	// Database is the database name in iam mode (DB_NAME). Required in iam
 	// mode.
 	Database string
-	// User is the database user in iam mode (DB_USER); it must hold the
-	// rds_iam role and appear in the IAM policy's rds-db:connect resource.
-	// Required in iam mode.
+	// User is the database user in iam mode (DB_USER): a user the proxy can
+	// log in as (through its Secrets Manager secret, or with end-to-end IAM
+	// authentication), named in the execution role's rds-db:connect
+	// resource. Required in iam mode.
 	User string
 	// Region is the AWS region the auth token is signed for (AWS_REGION).
 	// Required in iam mode.
