@@ -1,0 +1,122 @@
+package idempotency
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ichido/ichido/pkg/apigw"
+)
+
+func FuzzParseKey(f *testing.F) {
+	for _, seed := range []string{
+		keyA,
+		strings.ToUpper(keyA),
+		`"` + keyA + `"`,
+		" " + keyA + "\t",
+		keyA + "," + keyA,
+		keyA + "," + keyB,
+		"",
+		`""`,
+		`"`,
+		",",
+		"8e03978e-40d5-13e8-bc93-6894a57f9324",
+		"8e03978e-40d5-43e8-cc93-6894a57f9324",
+		"{" + keyA + "}",
+		"\xff\xfe",
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, value string) {
+		key, err := parseKey([]string{value})
+		if err != nil {
+			require.Empty(t, key)
+			return
+		}
+		// A parsed key is a canonical lower-case UUID v4 ...
+		require.True(t, isUUIDv4(key), key)
+		require.Equal(t, strings.ToLower(key), key)
+		// ... that parses to itself in every accepted form.
+		for _, form := range []string{key, strings.ToUpper(key), `"` + key + `"`, key + ", " + key} {
+			again, err := parseKey([]string{form})
+			require.NoError(t, err, form)
+			require.Equal(t, key, again)
+		}
+		// A different valid key next to it is refused.
+		other := keyA
+		if key == keyA {
+			other = keyB
+		}
+		_, err = parseKey([]string{value, other})
+		require.ErrorIs(t, err, errKeyInvalid)
+	})
+}
+
+func FuzzFingerprint(f *testing.F) {
+	for _, seed := range []struct {
+		method, path, query, body string
+		b64                       bool
+	}{
+		{"POST", "/tasks", "", `{"title":"x","done":false}`, false},
+		{"PATCH", "/tasks/1", "b=2&a=1", `{"n":1.50,"l":[1e3,-0,null],"o":{"z":{},"a":[]}}`, false},
+		{"DELETE", "/tasks/1", "a=%zz&&=", "", false},
+		{"POST", "/", "", `"\u00e9\ud83d\ude00<>&"`, false},
+		{"POST", "/", "", "plain text\n", false},
+		{"POST", "/", "", base64.StdEncoding.EncodeToString([]byte(`{"a":1}`)), true},
+		{"POST", "/", "", "not base64", true},
+		{"POST", "/", "", `{"a":1,"a":2}`, false},
+		{"POST", "/", "", "[[[[[[[[[[]]]]]]]]]]", false},
+		{"POST", "/", "", "\xff{}", false},
+	} {
+		f.Add(seed.method, seed.path, seed.query, seed.body, seed.b64)
+	}
+	f.Fuzz(func(t *testing.T, method, path, query, body string, b64 bool) {
+		req := apigw.Request{Method: method, Path: path, Query: apigw.ParseRawQuery(query), Body: body, IsBase64Encoded: b64}
+		h, err := Fingerprint(req)
+		if err != nil {
+			require.ErrorIs(t, err, errBadBase64)
+			return
+		}
+		require.Len(t, h, 64)
+		again, err := Fingerprint(req)
+		require.NoError(t, err)
+		require.Equal(t, h, again, "the fingerprint is deterministic")
+
+		raw := []byte(body)
+		if b64 {
+			raw, err = base64.StdEncoding.DecodeString(body)
+			require.NoError(t, err)
+		}
+		if !utf8.Valid(raw) || !json.Valid(raw) {
+			return
+		}
+		// Re-serialising the same JSON value, compactly or indented, as the
+		// request's own text or base64, gives the same fingerprint.
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.UseNumber()
+		var v any
+		if dec.Decode(&v) != nil {
+			return
+		}
+		reencoded, err := json.Marshal(v)
+		if err != nil {
+			return // deeper than encoding/json encodes; hashed raw on both sides
+		}
+		var indented bytes.Buffer
+		require.NoError(t, json.Indent(&indented, reencoded, " ", "\t"))
+		for _, form := range []apigw.Request{
+			{Method: method, Path: path, Query: req.Query, Body: string(reencoded)},
+			{Method: method, Path: path, Query: req.Query, Body: indented.String()},
+			{Method: method, Path: path, Query: req.Query, Body: base64.StdEncoding.EncodeToString(indented.Bytes()), IsBase64Encoded: true},
+		} {
+			other, err := Fingerprint(form)
+			require.NoError(t, err)
+			require.Equal(t, h, other, "body %q vs %q", raw, form.Body)
+		}
+	})
+}
