@@ -170,7 +170,8 @@ func ping(ctx context.Context, addr string) error {
 	if err != nil {
 		return err
 	}
-	if !strings.HasPrefix(line, "+PONG") {
+	// A server started with --requirepass answers NOAUTH: it is up too.
+	if !strings.HasPrefix(line, "+PONG") && !strings.HasPrefix(line, "-NOAUTH") {
 		return fmt.Errorf("unexpected reply %q", strings.TrimSpace(line))
 	}
 	return nil
