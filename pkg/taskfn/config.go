@@ -18,10 +18,6 @@ import (
 // Nothing was connected.
 var ErrConfig = errors.New("taskfn: invalid settings")
 
-// ErrRedisUnavailable is returned by Build when IDEMPOTENCY_STORE=redis but
-// this build has no Redis store.
-var ErrRedisUnavailable = errors.New("taskfn: the Redis idempotency store is not available in this build")
-
 // ConfigError names the environment variable that is wrong and says what to
 // do about it. It matches ErrConfig.
 type ConfigError struct {
@@ -81,8 +77,6 @@ func readConfig(getenv func(string) string) (config, error) {
 	switch {
 	case c.store == StoreRedis && c.redisURL == "":
 		errs = append(errs, &ConfigError{"REDIS_URL", "is empty but IDEMPOTENCY_STORE=redis: set it to redis://host:port, or rediss://host:port for TLS (ElastiCache, Valkey)"})
-	case c.store == StoreRedis && !strings.HasPrefix(c.redisURL, "redis://") && !strings.HasPrefix(c.redisURL, "rediss://"):
-		errs = append(errs, &ConfigError{"REDIS_URL", "must start with redis:// or rediss://"})
 	case c.store == StorePostgres && c.redisURL != "":
 		errs = append(errs, &ConfigError{"REDIS_URL", "is set but IDEMPOTENCY_STORE is postgres: set IDEMPOTENCY_STORE=redis to use Redis, or unset REDIS_URL"})
 	}

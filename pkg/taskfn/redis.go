@@ -1,13 +1,26 @@
 package taskfn
 
 import (
-	"context"
+	"fmt"
 
-	"github.com/ichido/ichido/pkg/idempotency"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ichido/ichido/pkg/idempotency/redisstore"
 )
 
-// newRedisStore returns the Redis idempotency store for url and a function
-// that closes its client.
-func newRedisStore(_ context.Context, _ string) (idempotency.Store, func(), error) {
-	return nil, nil, ErrRedisUnavailable
+// redisClient returns a client on REDIS_URL (redisstore.ClientFromEnv:
+// rediss:// with a verified certificate, plain redis:// for a loopback host
+// only). It does not connect: the first request does, and the decorator
+// answers 503 while the server cannot be reached. Errors match ErrConfig.
+func redisClient(url string) (redis.UniversalClient, error) {
+	client, err := redisstore.ClientFromEnv(func(name string) string {
+		if name == redisstore.EnvURL {
+			return url
+		}
+		return ""
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	return client, nil
 }

@@ -34,6 +34,7 @@ import (
 	"github.com/ichido/ichido/pkg/dbpool"
 	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
+	"github.com/ichido/ichido/pkg/idempotency/redisstore"
 	"github.com/ichido/ichido/pkg/tasks"
 )
 
@@ -68,7 +69,10 @@ type Functions struct {
 //     of its mode, DB_MAX_CONNS), connected once so that a wrong setting fails
 //     at cold start;
 //   - the idempotency store: IDEMPOTENCY_STORE=postgres (the default) keeps
-//     keys in the same database through the same pool; redis uses REDIS_URL;
+//     keys in the same database through the same pool; redis keeps them in
+//     Redis or Valkey at REDIS_URL (redisstore.ClientFromEnv: rediss://
+//     with a verified certificate; plain redis:// only for a loopback
+//     host), connected on first use;
 //   - IDEMPOTENCY_TTL, how long a key is remembered (default 24h);
 //   - LOG_LEVEL (debug, info, warn, error; default info) for the JSON log
 //     lines written to standard output.
@@ -86,23 +90,25 @@ func build(ctx context.Context, getenv func(string) string, out io.Writer) (*Fun
 	}
 	logger := slog.New(slog.NewJSONHandler(out, &slog.HandlerOptions{Level: cfg.logLevel}))
 
-	pool, err := dbpool.New(ctx, cfg.db)
-	if err != nil {
-		return nil, fmt.Errorf("taskfn: %w", err)
-	}
-	f := &Functions{pool: pool, logger: logger, closers: []func(){pool.Close}}
-
+	f := &Functions{logger: logger}
 	var store idempotency.Store
-	switch cfg.store {
-	case StoreRedis:
-		s, closeStore, err := newRedisStore(ctx, cfg.redisURL)
+	if cfg.store == StoreRedis {
+		client, err := redisClient(cfg.redisURL)
 		if err != nil {
-			f.Close()
 			return nil, err
 		}
-		store = s
-		f.closers = append(f.closers, closeStore)
-	default:
+		f.closers = append(f.closers, func() { _ = client.Close() })
+		store = redisstore.New(client, nil)
+	}
+
+	pool, err := dbpool.New(ctx, cfg.db)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("taskfn: %w", err)
+	}
+	f.pool = pool
+	f.closers = append(f.closers, pool.Close)
+	if store == nil {
 		store = pgstore.New(pool, nil)
 	}
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,11 +14,14 @@ import (
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ichido/ichido/pkg/dbpool"
+	"github.com/ichido/ichido/pkg/idempotency/redisstore"
 	"github.com/ichido/ichido/pkg/pgtest"
 	"github.com/ichido/ichido/pkg/problem"
+	"github.com/ichido/ichido/pkg/redistest"
 	"github.com/ichido/ichido/pkg/tasks"
 )
 
@@ -198,7 +202,6 @@ func TestBuildRejectsSettings(t *testing.T) {
 		{"iam mode with a URL", map[string]string{"DB_AUTH": "iam", "DATABASE_URL": url, "DB_HOST": "proxy.example", "DB_NAME": "app", "DB_USER": "app", "AWS_REGION": "eu-west-1"}, []string{"DATABASE_URL"}},
 		{"unknown store", map[string]string{"DB_AUTH": "url", "DATABASE_URL": url, "IDEMPOTENCY_STORE": "dynamodb"}, []string{"IDEMPOTENCY_STORE"}},
 		{"redis without URL", map[string]string{"DB_AUTH": "url", "DATABASE_URL": url, "IDEMPOTENCY_STORE": "redis"}, []string{"REDIS_URL"}},
-		{"redis URL not redis", map[string]string{"DB_AUTH": "url", "DATABASE_URL": url, "IDEMPOTENCY_STORE": "redis", "REDIS_URL": "http://cache:6379"}, []string{"REDIS_URL"}},
 		{"redis URL with postgres store", map[string]string{"DB_AUTH": "url", "DATABASE_URL": url, "IDEMPOTENCY_STORE": "postgres", "REDIS_URL": "rediss://cache:6379"}, []string{"REDIS_URL", "IDEMPOTENCY_STORE"}},
 		{"TTL not a duration", map[string]string{"DB_AUTH": "url", "DATABASE_URL": url, "IDEMPOTENCY_TTL": "1 day"}, []string{"IDEMPOTENCY_TTL"}},
 		{"TTL shorter than a lease", map[string]string{"DB_AUTH": "url", "DATABASE_URL": url, "IDEMPOTENCY_TTL": "1m"}, []string{"IDEMPOTENCY_TTL"}},
@@ -246,13 +249,43 @@ func TestBuildUnreachableDatabase(t *testing.T) {
 	require.Contains(t, err.Error(), fmt.Sprint(port))
 }
 
-// TestBuildRedisStore: IDEMPOTENCY_STORE=redis is refused clearly while
-// this build has no Redis store.
+// TestBuildRedisStore: with IDEMPOTENCY_STORE=redis the keys live in
+// Redis, not in the database, and the decorator behaves the same.
 func TestBuildRedisStore(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
-	_, err := Build(context.Background(), urlEnv(db.URL, map[string]string{"IDEMPOTENCY_STORE": "redis", "REDIS_URL": "redis://127.0.0.1:6379"}))
-	require.ErrorIs(t, err, ErrRedisUnavailable)
+	srv := redistest.StartT(t)
+	f, err := build(context.Background(), urlEnv(db.URL, map[string]string{"IDEMPOTENCY_STORE": "redis", "REDIS_URL": srv.URL()}), io.Discard)
+	require.NoError(t, err)
+	defer f.Close()
+
+	first := invoke(t, f, CreateTaskFunction, event(t, "create-task.json"))
+	require.Equal(t, 201, first.StatusCode, first.Body)
+	replay := invoke(t, f, CreateTaskFunction, event(t, "create-task-replay.json"))
+	require.Equal(t, "true", replay.Headers["Idempotent-Replayed"])
+	require.Equal(t, first.Body, replay.Body)
+	mismatch := invoke(t, f, CreateTaskFunction, event(t, "create-task-mismatch.json"))
+	require.Equal(t, 422, mismatch.StatusCode)
+
+	var inPostgres int
+	require.NoError(t, db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM idempotency_keys`).Scan(&inPostgres))
+	require.Zero(t, inPostgres, "the keys are kept in Redis")
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer client.Close()
+	keys, err := client.Keys(context.Background(), redisstore.DefaultKeyPrefix+"*").Result()
+	require.NoError(t, err)
+	require.Len(t, keys, 1)
+}
+
+// TestBuildRedisURLRefused: a REDIS_URL that would send keys in plain text
+// over a network is a settings error, found before the database is reached.
+func TestBuildRedisURLRefused(t *testing.T) {
+	t.Parallel()
+	for _, url := range []string{"redis://cache.example:6379", "http://cache.example:6379", "rediss://cache.example:6379?skip_verify=true"} {
+		_, err := Build(context.Background(), urlEnv("postgres://app@127.0.0.1:1/app", map[string]string{"IDEMPOTENCY_STORE": "redis", "REDIS_URL": url}))
+		require.ErrorIs(t, err, ErrConfig, url)
+		require.ErrorContains(t, err, "REDIS_URL")
+	}
 }
 
 // TestMigrate applies the migrations to an empty database, then finds
