@@ -356,6 +356,36 @@ var cases = []behaviourCase{
 		inv = e.wrap(e.respond(http.StatusCreated))
 		requireReplay(t, first, e.do(inv, e.post(`{}`)))
 	}},
+	{"of concurrent requests with one key exactly one runs", func(t *testing.T, e *env) {
+		const n = 8
+		release := make(chan struct{})
+		inv := e.wrap(func(ctx context.Context, req apigw.Request) (apigw.Response, error) {
+			<-release // hold the claim until every other request has been answered
+			return e.respond(http.StatusCreated)(ctx, req)
+		})
+		results := make(chan apigw.Response, n)
+		for range n {
+			go func() {
+				resp, err := inv(context.Background(), e.post(`{}`))
+				if err != nil {
+					resp = apigw.Response{StatusCode: -1, Body: err.Error()}
+				}
+				results <- resp
+			}()
+		}
+		var got []apigw.Response
+		for range n - 1 {
+			got = append(got, <-results)
+		}
+		close(release)
+		got = append(got, <-results)
+		statuses := map[int]int{}
+		for _, r := range got {
+			statuses[r.StatusCode]++
+		}
+		require.Equal(t, map[int]int{http.StatusCreated: 1, http.StatusConflict: n - 1}, statuses)
+		require.EqualValues(t, 1, e.runs.Load())
+	}},
 	{"a missing key is refused with 400", func(t *testing.T, e *env) {
 		inv := e.wrap(e.respond(http.StatusCreated))
 		req := e.post(`{}`)
