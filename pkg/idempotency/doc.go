@@ -81,6 +81,10 @@
 //	store unreachable or failing        503 idempotency_store_unavailable, Retry-After: 1;
 //	                                    the handler does not run
 //
+// A replay carries only the stored content headers: other headers, and the
+// cookies of an HTTP API response, are not repeated unless listed in
+// Config.ReplayHeaders (cookies cannot be).
+//
 // Every refusal is an application/problem+json body (package problem) with
 // type, title, status, detail and code; no internal error text reaches the
 // client.
