@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ichido/ichido/pkg/idempotency"
+	"github.com/ichido/ichido/pkg/idempotency/idempotencytest"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
 	"github.com/ichido/ichido/pkg/idempotency/storetest"
 	"github.com/ichido/ichido/pkg/pgtest"
@@ -46,6 +47,15 @@ func TestConformance(t *testing.T) {
 	storetest.RunWithOptions(t, func(t *testing.T) idempotency.Store {
 		return pgstore.New(pgtest.New(t).Pool, nil)
 	}, storetest.Options{NewBrokenStore: newBrokenStore})
+}
+
+// TestHTTPBehaviour runs the decorator's HTTP behaviour table (both payload
+// versions) on the PostgreSQL store.
+func TestHTTPBehaviour(t *testing.T) {
+	t.Parallel()
+	idempotencytest.RunHTTPBehaviour(t, func(t *testing.T) idempotency.Store {
+		return pgstore.New(pgtest.New(t).Pool, nil)
+	})
 }
 
 // TestConformanceQueryExecModes runs the suite with the modes a
