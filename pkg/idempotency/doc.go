@@ -94,6 +94,16 @@
 // the record in progress until its lease runs out (retries get 409 meanwhile)
 // rather than releasing it, since the work is already done.
 //
+// # Atomic completion
+//
+// A handler that writes to the same PostgreSQL database as the store can
+// complete its record inside its own transaction, so that its work and the
+// key's completion commit together: AtomicCompletion returns the Completion
+// to write (with pgstore's CompleteInTx) and tells Wrap not to complete the
+// record again. Without it there is a short window after the handler's
+// commit in which a crash leaves the work done and the key in progress
+// until its lease runs out.
+//
 // # Observability
 //
 // Each protected request writes one JSON log line to Config.Logger (message
@@ -106,7 +116,8 @@
 // # Stores
 //
 // The Store interface is the seam to a database; package
-// idempotency/pgstore implements it on PostgreSQL. Every implementation
+// idempotency/pgstore implements it on PostgreSQL and idempotency/redisstore
+// on Redis (ElastiCache, Valkey). Every implementation
 // passes the conformance suite in idempotency/storetest, and the whole HTTP
 // behaviour above can be run against any Store with
 // idempotencytest.RunHTTPBehaviour.

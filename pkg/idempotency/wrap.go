@@ -132,11 +132,14 @@ func serve[Req apigw.AnyRequest, Resp apigw.AnyResponse](ctx context.Context, d 
 
 	obs.claimed = true
 	ctx = NewContext(ctx, Info{Key: key, UserID: userID, RequestHash: hash})
-	return run(ctx, d, h, req, ref, obs)
+	state := &atomicRun{d: d, ref: ref}
+	ctx = context.WithValue(ctx, atomicKey{}, state)
+	return run(ctx, d, h, req, state, obs)
 }
 
 // run calls the handler on a claimed record, then completes or releases it.
-func run[Req apigw.AnyRequest, Resp apigw.AnyResponse](ctx context.Context, d *decorator, h func(context.Context, Req) (Resp, error), req Req, ref Ref, obs *observation) (resp Resp, err error) {
+func run[Req apigw.AnyRequest, Resp apigw.AnyResponse](ctx context.Context, d *decorator, h func(context.Context, Req) (Resp, error), req Req, state *atomicRun, obs *observation) (resp Resp, err error) {
+	ref := state.ref
 	start := time.Now()
 	returned := false
 	defer func() {
@@ -167,6 +170,11 @@ func run[Req apigw.AnyRequest, Resp apigw.AnyResponse](ctx context.Context, d *d
 	obs.status = view.StatusCode
 	if !Storable(view.StatusCode) {
 		d.release(ctx, ref, obs)
+		return resp, nil
+	}
+	if state.takenOver.Load() {
+		// The handler completed the record in its own transaction.
+		obs.outcome = OutcomeCompleted
 		return resp, nil
 	}
 	d.complete(ctx, ref, view, obs)

@@ -254,7 +254,10 @@ func (c *Cluster) Exec(ctx context.Context, name string, args ...string) ([]byte
 }
 
 func (c *Cluster) psql(ctx context.Context, db, sql string) error {
-	out, err := c.run(ctx, "psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", "127.0.0.1", "-p", strconv.Itoa(c.Port), "-U", "postgres", "-d", db, "-c", sql)
+	// sslmode=disable: the loopback connection needs no TLS, and libpq would
+	// otherwise look for client certificates in the caller's home.
+	conninfo := fmt.Sprintf("host=127.0.0.1 port=%d user=postgres dbname=%s sslmode=disable", c.Port, db)
+	out, err := c.run(ctx, "psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", conninfo, "-c", sql)
 	if err != nil {
 		return fmt.Errorf("pgtest: psql %q: %v\n%s", sql, err, out)
 	}

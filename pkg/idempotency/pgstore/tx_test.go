@@ -2,10 +2,15 @@ package pgstore_test
 
 import (
 	"context"
+	"errors"
+	"io"
+	"log/slog"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ichido/ichido/pkg/idempotency"
@@ -82,4 +87,89 @@ func TestCompleteInTx(t *testing.T) {
 	require.ErrorIs(t, work(lost, true), idempotency.ErrLeaseLost)
 	_, written = state(lost)
 	require.False(t, written, "the lost worker rolled its work back")
+}
+
+// TestAtomicCompletionThroughWrap runs a handler that completes its key in
+// its own transaction (idempotency.AtomicCompletion + CompleteInTx): the
+// decorator does not complete again, the replay is the handler's response,
+// and a handler whose commit fails has its key released for the retry.
+func TestAtomicCompletionThroughWrap(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.New(t)
+	_, err := db.Pool.Exec(ctx, `CREATE TABLE work (key text PRIMARY KEY)`)
+	require.NoError(t, err)
+	counter := &statementCounter{}
+	st := pgstore.New(newPool(t, db.URL, func(c *pgxpool.Config) { c.ConnConfig.Tracer = counter }), nil)
+
+	failCommit := false
+	runs := 0
+	handler := func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+		runs++
+		info, ok := idempotency.FromContext(ctx)
+		require.True(t, ok)
+		tx, err := db.Pool.Begin(ctx)
+		if err != nil {
+			return events.APIGatewayV2HTTPResponse{}, err
+		}
+		defer func() { _ = tx.Rollback(ctx) }()
+		if _, err := tx.Exec(ctx, `INSERT INTO work VALUES ($1)`, info.Key); err != nil {
+			return events.APIGatewayV2HTTPResponse{}, err
+		}
+		resp := events.APIGatewayV2HTTPResponse{StatusCode: 201, Headers: map[string]string{"Content-Type": "application/json"}, Body: `{"key":"` + info.Key + `"}`}
+		c, ok := idempotency.AtomicCompletion(ctx, resp)
+		require.True(t, ok)
+		_, again := idempotency.AtomicCompletion(ctx, resp)
+		require.False(t, again, "a second call must not hand out the completion again")
+		if err := st.CompleteInTx(ctx, tx, c); err != nil {
+			return events.APIGatewayV2HTTPResponse{}, err
+		}
+		if failCommit {
+			return events.APIGatewayV2HTTPResponse{}, errors.New("commit failed")
+		}
+		if err := tx.Commit(ctx); err != nil {
+			return events.APIGatewayV2HTTPResponse{}, err
+		}
+		return resp, nil
+	}
+	wrapped, err := idempotency.Wrap(handler, idempotency.Config{Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: io.Discard})
+	require.NoError(t, err)
+
+	user, key := uuid.NewString(), uuid.NewString()
+	req := events.APIGatewayV2HTTPRequest{
+		RawPath: "/work", Body: `{"a":1}`,
+		Headers: map[string]string{"idempotency-key": key},
+		RequestContext: events.APIGatewayV2HTTPRequestContext{
+			HTTP:       events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: "POST", Path: "/work"},
+			Authorizer: &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{JWT: &events.APIGatewayV2HTTPRequestContextAuthorizerJWTDescription{Claims: map[string]string{"sub": user}}},
+		},
+	}
+
+	counter.n.Store(0)
+	first, err := wrapped(ctx, req)
+	require.NoError(t, err)
+	require.Equal(t, 201, first.StatusCode)
+	// claim, then BEGIN, INSERT, the completion and COMMIT in the handler's
+	// transaction; no completion by the decorator after it.
+	require.EqualValues(t, 1, counter.n.Load(), "the store pool saw the claim only")
+
+	replay, err := wrapped(ctx, req)
+	require.NoError(t, err)
+	require.Equal(t, first.Body, replay.Body)
+	require.Equal(t, "true", replay.Headers["Idempotent-Replayed"])
+	require.Equal(t, 1, runs)
+
+	// A failed commit: the key is released, the retry runs again.
+	failCommit = true
+	req.Headers["idempotency-key"] = uuid.NewString()
+	_, err = wrapped(ctx, req)
+	require.Error(t, err)
+	failCommit = false
+	retry, err := wrapped(ctx, req)
+	require.NoError(t, err)
+	require.Equal(t, 201, retry.StatusCode)
+	require.Equal(t, 3, runs)
+	var rows int
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM work`).Scan(&rows))
+	require.Equal(t, 2, rows, "the failed attempt committed nothing")
 }

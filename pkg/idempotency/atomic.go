@@ -1,0 +1,64 @@
+package idempotency
+
+import (
+	"context"
+	"sync/atomic"
+
+	"github.com/ichido/ichido/pkg/apigw"
+)
+
+// atomicRun is the decorator's state for one claimed request, shared with
+// AtomicCompletion through the handler's context.
+type atomicRun struct {
+	d   *decorator
+	ref Ref
+	// takenOver is set when the handler took the completion into its own
+	// transaction; Wrap then does not complete the record again.
+	takenOver atomic.Bool
+}
+
+type atomicKey struct{}
+
+// AtomicCompletion lets a handler complete its idempotency record in the
+// same database transaction as its own writes (spec: atomic completion), so
+// that there is no moment at which the work is committed but the key is
+// still in progress.
+//
+// Inside a handler run by Wrap, call it with the response the handler is
+// about to return, write the returned Completion with the store's
+// transactional method (for PostgreSQL, pgstore's CompleteInTx) in the
+// handler's transaction, commit, and return resp unchanged:
+//
+//	c, ok := idempotency.AtomicCompletion(ctx, resp)
+//	if ok {
+//		if err := store.CompleteInTx(ctx, tx, c); err != nil {
+//			return rollbackAndFail(err) // ErrLeaseLost: another invocation owns the key
+//		}
+//	}
+//	if err := tx.Commit(ctx); err != nil { ... return the error }
+//	return resp, nil
+//
+// Once it has returned ok, Wrap does not complete the record itself. If the
+// handler then returns an error (its commit failed, say), Wrap releases the
+// record as usual: the transaction rolled back, so the record is still in
+// progress and owned by this invocation.
+//
+// It reports false, and changes nothing, outside a protected request, for a
+// response that is not stored (Storable), or when called a second time.
+func AtomicCompletion[Resp apigw.AnyResponse](ctx context.Context, resp Resp) (Completion, bool) {
+	run, ok := ctx.Value(atomicKey{}).(*atomicRun)
+	if !ok {
+		return Completion{}, false
+	}
+	view := apigw.FromResponse(resp)
+	if !Storable(view.StatusCode) || !run.takenOver.CompareAndSwap(false, true) {
+		return Completion{}, false
+	}
+	now := run.d.cfg.Clock()
+	return Completion{
+		Ref:       run.ref,
+		Response:  run.d.stored(view),
+		Now:       now,
+		ExpiresAt: now.Add(run.d.cfg.TTL),
+	}, true
+}
