@@ -342,7 +342,7 @@ func startWorker(t testing.TB, mode string, env map[string]string) *worker {
 	require.NoError(t, err)
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
-	w := &worker{cmd: cmd, in: in, out: &tailBuffer{max: 64 << 10}, done: make(chan struct{})}
+	w := &worker{cmd: cmd, in: in, out: &tailBuffer{max: 8 << 10}, done: make(chan struct{})}
 	cmd.Stderr = w.out
 	require.NoError(t, cmd.Start())
 
