@@ -1,0 +1,59 @@
+// Command token prints a bearer token for a local user of the task API: an
+// access token shaped like a Cognito user pool's (sub, iss, client_id,
+// token_use, scope, auth_time, iat, exp, jti, username), signed HS256 with a
+// key that is not a secret. Only the local API (make run) accepts it: it
+// reads tokens without verifying them, and API Gateway would refuse this
+// one. It is what `make token SUB=<uuid>` runs.
+//
+//	token [-sub <uuid>] [-ttl 12h]
+//
+// Without -sub a new random user id is made and printed on standard error.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/ichido/ichido/pkg/localapi"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "token:", err)
+		os.Exit(2)
+	}
+}
+
+func run(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("token", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	sub := fs.String("sub", "", "the user's id (a UUID, as Cognito's sub is); a random one when empty")
+	ttl := fs.Duration("ttl", 12*time.Hour, "how long the token is valid")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if *ttl <= 0 {
+		return fmt.Errorf("-ttl must be positive, got %s", *ttl)
+	}
+	if *sub == "" {
+		*sub = uuid.NewString()
+		fmt.Fprintf(stderr, "token: for a new user, sub=%s\n", *sub)
+	} else if _, err := uuid.Parse(*sub); err != nil {
+		// Allowed, to try what the API does with it: it answers 401.
+		fmt.Fprintf(stderr, "token: warning: sub %q is not a UUID; the task API refuses such a user with 401\n", *sub)
+	}
+	tok, err := localapi.NewToken(localapi.TokenOptions{Subject: *sub, TTL: *ttl})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, tok)
+	return nil
+}
