@@ -7,7 +7,8 @@
 //
 // The emulator is started as
 //
-//	aws-lambda-rie --runtime-interface-emulator-address 127.0.0.1:<port> \
+//	aws-lambda-rie --log-level error \
+//	               --runtime-interface-emulator-address 127.0.0.1:<port> \
 //	               --runtime-api-address 127.0.0.1:<port2> <bootstrap>
 //
 // It serves the Lambda Invoke API on the first address
@@ -59,6 +60,11 @@ type Options struct {
 	// REPORT lines and whatever the function writes). Defaults to
 	// io.Discard.
 	Output io.Writer
+	// LogLevel is the emulator's own log level (--log-level: debug, info,
+	// warn, error). Given on the command line so that the function's
+	// LOG_LEVEL, which the emulator would otherwise read, only concerns the
+	// function. Defaults to "error".
+	LogLevel string
 	// StartTimeout bounds how long Start waits for the emulator to accept
 	// connections. Defaults to 15 seconds.
 	StartTimeout time.Duration
@@ -98,6 +104,9 @@ func Start(ctx context.Context, opts Options) (*Emulator, error) {
 	if opts.Output == nil {
 		opts.Output = io.Discard
 	}
+	if opts.LogLevel == "" {
+		opts.LogLevel = "error"
+	}
 	if opts.StartTimeout <= 0 {
 		opts.StartTimeout = 15 * time.Second
 	}
@@ -128,6 +137,7 @@ func start(ctx context.Context, bootstrap string, opts Options) (*Emulator, erro
 	}
 	invokeAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(invokePort))
 	cmd := exec.Command(opts.RIE,
+		"--log-level", opts.LogLevel,
 		"--runtime-interface-emulator-address", invokeAddr,
 		"--runtime-api-address", net.JoinHostPort("127.0.0.1", strconv.Itoa(runtimePort)),
 		bootstrap)
