@@ -86,26 +86,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	env := map[string]string{}
-	for k, v := range function.Environment {
-		env[k] = v
-	}
-	envFile, err := lambdarie.LoadEnvFile(*envPath)
-	switch {
-	case err == nil:
-		overrides := envFile.For(*fn)
-		for _, name := range lambdarie.Undeclared(overrides, function.Environment) {
-			fmt.Fprintf(stderr, "invoke: warning: %s sets %s, which the template does not declare for %s (sam local invoke would ignore it)\n", *envPath, name, *fn)
-		}
-		for k, v := range overrides {
-			env[k] = v
-		}
-	case errors.Is(err, os.ErrNotExist) && !flagSet(fs, "env-vars"):
-	default:
+	env, err := functionEnv(function, *envPath, flagSet(fs, "env-vars"), *dbURL, stderr)
+	if err != nil {
 		return err
-	}
-	if *dbURL != "" {
-		env["DATABASE_URL"] = *dbURL
 	}
 
 	if *bootstrap == "" {
@@ -147,6 +130,35 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return errFunction
 	}
 	return nil
+}
+
+// functionEnv builds a function's environment as SAM CLI does: the
+// template's variables, env.json's Parameters and the function's section
+// (a missing env.json is fine unless it was asked for), then dbURL as
+// DATABASE_URL when given.
+func functionEnv(function samtemplate.Function, envPath string, required bool, dbURL string, stderr io.Writer) (map[string]string, error) {
+	env := map[string]string{}
+	for k, v := range function.Environment {
+		env[k] = v
+	}
+	envFile, err := lambdarie.LoadEnvFile(envPath)
+	switch {
+	case err == nil:
+		overrides := envFile.For(function.LogicalID)
+		for _, name := range lambdarie.Undeclared(overrides, function.Environment) {
+			fmt.Fprintf(stderr, "invoke: warning: %s sets %s, which the template does not declare for %s (sam local invoke would ignore it)\n", envPath, name, function.LogicalID)
+		}
+		for k, v := range overrides {
+			env[k] = v
+		}
+	case errors.Is(err, os.ErrNotExist) && !required:
+	default:
+		return nil, err
+	}
+	if dbURL != "" {
+		env["DATABASE_URL"] = dbURL
+	}
+	return env, nil
 }
 
 func readEvent(path string) ([]byte, error) {
