@@ -141,7 +141,7 @@ func TestSameKeyAcrossProcesses(t *testing.T) {
 	require.Zero(t, unfinished)
 
 	record(t, Result{
-		Case: "same key from several processes at once",
+		Case:  "same key from several processes at once",
 		Tried: fmt.Sprintf("%d worker processes (each its own pool of 2 connections) send one request each with the same key at the same instant; POST /tasks and PATCH /tasks/{id} in alternate rounds; then one more retry", n),
 		Times: rounds,
 		Seen: fmt.Sprintf("%d requests: %d first runs (1 per round), %d byte-exact replays, %d × 409 idempotency_key_in_use with Retry-After; %d retries, all byte-exact replays; %d tasks for %d create keys",

@@ -90,7 +90,7 @@ func TestKilledWorker(t *testing.T) {
 			require.Zero(t, dups)
 			require.Equal(t, rounds, countRows(t, db.Pool).Tasks)
 			record(t, Result{
-				Case: "worker killed between claim and completion (" + block + " the insert)",
+				Case:  "worker killed between claim and completion (" + block + " the insert)",
 				Tried: fmt.Sprintf("a worker process with MaxLease %v claims a key, its create handler blocks %s inserting the task; SIGKILL; the same request to another process during and after the lease", maxLease, block),
 				Times: kills,
 				Seen: fmt.Sprintf("%d probes during the leases, all 409 idempotency_key_in_use with Retry-After: 1 and no handler run; after each lease one retry ran the handler once (201%s), then byte-exact replays",
