@@ -1,0 +1,317 @@
+package main
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+func (b *bench) markdown(plots map[string]string) string {
+	r := b.res
+	var w strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&w, format, args...) }
+
+	p("# Performance\n\n")
+	p("<!-- Written by `make bench` (go run ./cmd/bench); do not edit by hand. Raw figures: performance/results.json. -->\n\n")
+	p("%s\n\n", b.summary())
+	if r.Mode == "quick" {
+		p("> **This is a quick run** (`-quick`): short loops and small tables that check the harness end to end. Its numbers are not the project's figures; run `make bench` for those.\n\n")
+	}
+
+	p("## Targets\n\n| item | what | target | this run | verdict |\n|---|---|---|---|---|\n")
+	for _, t := range r.Targets {
+		p("| %s | %s | %s | %s | %s |\n", t.Item, t.What, t.Target, orDash(t.Value), t.verdict())
+	}
+	p("\n")
+
+	p("## How it was measured\n\n")
+	p("- One run of `make bench` on %s, %s run, %d repetitions of every measurement; the run took %s.\n",
+		r.Started.Format("2006-01-02 15:04 MST"), r.Mode, r.Reps, (time.Duration(r.Seconds) * time.Second).String())
+	p("- The sides of each comparison run in the same process against the same servers, interleaved (A B, B A, A B, …) so that drift of the machine hits every side; each side is warmed up once first.\n")
+	p("- Each repetition is a load loop bounded in time and count; its p50 and p99 are taken over all its operations. The tables give the **median over repetitions** of each figure, the per-repetition values, and the spread (interquartile range of the repetitions over their median). A ratio is median(A)/median(B).\n")
+	p("- Latency is measured by the client around the call under test only (request building excluded).\n")
+	p("- Nothing here is asserted by a test: the report says which targets were met.\n\n")
+
+	p("## Machine and servers\n\n| | |\n|---|---|\n")
+	m := r.Machine
+	p("| CPU | %s, %d CPUs (nproc) |\n| memory | %s |\n| kernel | %s |\n| Go | %s %s/%s |\n| load average (1, 5, 15 min) | %s at the start, %s at the end |\n",
+		m.CPUModel, m.CPUs, m.MemTotal, m.Kernel, m.GoVersion, m.GOOS, m.GOARCH, m.LoadStart, m.LoadEnd)
+	p("| PostgreSQL | %s |\n", r.PostgresWhere)
+	for _, k := range postgresSettings {
+		if v, ok := r.Postgres[k]; ok {
+			p("| `%s` | %s |\n", k, v)
+		}
+	}
+	if len(r.Redis) > 0 {
+		keys := make([]string, 0, len(r.Redis))
+		for k := range r.Redis {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			p("| Redis `%s` | %s |\n", k, orDash(r.Redis[k]))
+		}
+	}
+	p("\n")
+
+	n := r.Noise
+	p("### How noisy the machine was\n\n")
+	p("A fixed CPU workload (SHA-256 over 16 MiB) was timed %d times through the run: median %.1f ms, min %.1f, max %.1f, **coefficient of variation %.1f%%** (%s). ",
+		len(n.Points), n.MedianMs, n.MinMs, n.MaxMs, n.CVPct, noiseWord(n.CVPct))
+	p("The spread columns below give the same information per measurement. The machine has %d CPUs and was shared with other work during the run (load average %s → %s).\n\n", m.CPUs, m.LoadStart, m.LoadEnd)
+	img(&w, plots, "noise", "calibration workload through the run")
+
+	if f := r.Floor; f != nil {
+		p("## 1. The floor: a bare round trip against the decorator\n\n")
+		p("One client, one call at a time, through the same pool (package dbpool, URL mode). The floor is `SELECT 1` (PostgreSQL) or `PING` (Redis); *replay* is the decorator (`idempotency.Wrap`) answering a key already completed (one claim round trip); *first request* is a new key around a handler that does nothing (claim + complete, two round trips). The decorator's JSON log and EMF metric lines are formatted and written to /dev/null, as Lambda would ship them.\n\n")
+		p("**PostgreSQL**\n\n%s\n", sideTable(f.Postgres, 0, false))
+		if len(f.Redis) > 0 {
+			p("**Redis** (private redis-server, persistence off)\n\n%s\n", sideTable(f.Redis, 0, false))
+		}
+		img(&w, plots, "floor", "floor vs replay vs first request")
+	}
+
+	if d := r.Durability; d != nil {
+		p("## 2. ADR 009's premise: UNLOGGED against LOGGED\n\n")
+		p("Claim of a new key followed by its completion (the store's part of a first request), through pgstore, on `idempotency_keys` (UNLOGGED) and on a LOGGED copy made with `CREATE TABLE … (LIKE idempotency_keys INCLUDING ALL)`, with `synchronous_commit = %s` and `fsync = %s`. Both tables are emptied and given the same %d keys before each level. Redis (persistence off) is shown beside them; it starts each level empty.\n\n",
+			r.Postgres["synchronous_commit"], r.Postgres["fsync"], d.SeedRows)
+		for _, l := range d.Levels {
+			p("**%d concurrent client(s)**\n\n%s\n", l.Clients, sideTable(l.Sides, 1, true))
+		}
+		img(&w, plots, "durability", "throughput against clients")
+		img(&w, plots, "durability_p99", "p99 against clients")
+		p("**Caveat: the local ratio is an upper bound.** On vanilla PostgreSQL an UNLOGGED table skips the WAL, so its commits do not wait for a WAL flush; that is what the ratio above measures. On Aurora PostgreSQL, AWS documents UNLOGGED tables as crash-safe (Aurora's storage keeps them) and their speed-up as possibly small, because Aurora's log-structured storage already makes durable writes cheap. Expect the gain on Aurora to be at most this, and possibly close to none; the choice of UNLOGGED there rests on it costing nothing, not on this number.\n\n")
+	}
+
+	if e := r.EndToEnd; e != nil {
+		p("## 3. End to end over the local API\n\n")
+		p("POST /tasks over HTTP/1.1 keep-alive on a loopback listener, through the local API gateway (package localapi: routing, JWT authorizer, payload 2.0 events), %d concurrent clients (one user each), one database pool of %d connections shared by both handlers. *wrapped* is the CreateTaskFunction handler exactly as package taskfn builds it (decorator + PostgreSQL store; its log and metric lines to /dev/null); *unwrapped* is the same pkg/tasks handler without the decorator; *replay* repeats one completed key per client.\n\n", e.Clients, e.PoolConns)
+		p("%s\n", sideTable(e.Sides, 0, true))
+		img(&w, plots, "e2e", "requests per second")
+	}
+
+	if g := r.Growth; g != nil {
+		p("## 4. Growth and purge\n\n")
+		p("One client claims new keys (the claim statement only) with the table holding the given number of live, completed keys. Tables are filled with `INSERT … SELECT generate_series` (two at a time, one per core); large fills drop the indexes and build them again, then `VACUUM ANALYZE`.\n\n")
+		p("| live keys | fill: insert | indexes | vacuum analyze | table + indexes | claim p50 (ms) | claim p99 (ms) | p50 vs first | p99 vs first | p50 per run | p99 per run |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+		for _, s := range g.Steps {
+			base := g.Steps[0].Claim
+			p("| %s | %.1f s | %.1f s | %.1f s | %d MB | %.3f | %.3f | %s | %s | %s | %s |\n",
+				countLabel(s.LiveKeys), s.Fill.InsertSeconds, s.Fill.IndexSeconds, s.Fill.VacuumSeconds, s.Fill.TableBytes>>20,
+				s.Claim.P50Ms, s.Claim.P99Ms, fx(ratio(s.Claim.P50Ms, base.P50Ms)), fx(ratio(s.Claim.P99Ms, base.P99Ms)),
+				perRun(s.Claim, func(r Run) float64 { return r.P50Ms }), perRun(s.Claim, func(r Run) float64 { return r.P99Ms }))
+		}
+		p("\n")
+		img(&w, plots, "growth", "claim latency against live keys")
+		if pr := g.Purge; pr != nil {
+			p("**Purge.** %s expired keys are added beside the %s live ones (inserted into the live indexes), then `CALL purge_expired_idempotency_keys()` runs (batches of 5000, a commit after each) while one client keeps claiming; just before, the same client claims for a while without a purge. %d purge run(s).\n\n",
+				countLabel(pr.ExpiredKeys), countLabel(pr.LiveKeys), len(pr.Runs))
+			p("| run | filling the expired keys | purge | deleted | left | claim p99 without purge (ms) | claim p99 during purge (ms) |\n|---|---|---|---|---|---|---|\n")
+			for i, run := range pr.Runs {
+				var fill Fill
+				if i < len(pr.Fills) {
+					fill = pr.Fills[i]
+				}
+				var base, during float64
+				if i < len(pr.Baseline.Runs) {
+					base = pr.Baseline.Runs[i].P99Ms
+				}
+				if i < len(pr.During.Runs) {
+					during = pr.During.Runs[i].P99Ms
+				}
+				p("| %d | %.1f s | %.1f s | %d | %d | %.3f | %.3f |\n", i+1, fill.InsertSeconds+fill.VacuumSeconds, run.Seconds, run.Deleted, run.Left, base, during)
+			}
+			p("\nMedian purge time **%.1f s**; claim p99 %.3f ms during the purge against %.3f ms without (%s); p50 %.3f against %.3f ms.\n\n",
+				pr.PurgeSeconds, pr.During.P99Ms, pr.Baseline.P99Ms, fx(ratio(pr.During.P99Ms, pr.Baseline.P99Ms)), pr.During.P50Ms, pr.Baseline.P50Ms)
+			img(&w, plots, "purge", "claims during the purge")
+		}
+	}
+
+	if c := r.ColdStart; c != nil {
+		p("## 5. Cold start\n\n")
+		p("`bootstrap` of CreateTaskFunction built as deployed: `%s` (GOARCH=arm64) `./functions/create-task`.\n\n", c.BuildFlags)
+		p("| | |\n|---|---|\n| linux/arm64 (deployed) | **%s** (%d bytes) |\n| linux/%s (timed below) | %s (%d bytes) |\n\n", mib(c.Arm64Bytes), c.Arm64Bytes, c.HostArch, mib(c.HostBytes), c.HostBytes)
+		if len(c.Runs) > 0 {
+			p("Timed on this machine's architecture (arm64 cannot run here) under aws-lambda-rie, %d cold starts, each a new emulator process given a POST /tasks event as soon as it listens. Medians:\n\n", len(c.Runs))
+			p("| | median (ms) | per run (ms) |\n|---|---|---|\n")
+			p("| **process start → first response** | **%.1f** | %s |\n", c.TotalMs, joinRuns(c.Runs, func(r ColdRun) float64 { return r.TotalMs }))
+			p("| the emulator starts and listens | %.1f | %s |\n", c.ListenMs, joinRuns(c.Runs, func(r ColdRun) float64 { return r.ListenMs }))
+			p("| the first event: bootstrap start, taskfn.Build, the request | %.1f | %s |\n", c.FirstInvokeMs, joinRuns(c.Runs, func(r ColdRun) float64 { return r.FirstInvokeMs }))
+			p("| a second event to the warm process | %.1f | %s |\n", c.WarmInvokeMs, joinRuns(c.Runs, func(r ColdRun) float64 { return r.WarmInvokeMs }))
+			p("| init: first event − warm event | %.1f | %s |\n", c.InitMs, joinRuns(c.Runs, func(r ColdRun) float64 { return r.InitMs }))
+			p("| of which the database connect (fresh `dbpool.New`, one connection made and checked, timed apart) | %.1f | %s |\n\n", c.DBConnectMs, joinFloats(c.DBConnectRun))
+			p("The emulator reports an Init Duration of its own sandbox only (the Go runtime starts the process lazily on the first event), so the split above is measured from outside. Here the database is on loopback; through RDS Proxy with IAM auth and TLS the connect is what grows (a token signature and a TLS handshake), so it is shown apart. The two builds took %.0f s.\n\n", c.BuildSeconds)
+			img(&w, plots, "coldstart", "cold starts")
+		}
+	}
+
+	if len(r.Notes) > 0 || len(r.Failures) > 0 {
+		p("## Notes\n\n")
+		for _, f := range r.Failures {
+			p("- Failed: %s\n", f)
+		}
+		for _, n := range r.Notes {
+			p("- %s\n", n)
+		}
+		p("\n")
+	}
+	p("## Running it\n\n`make bench` (about %s on 2 cores) writes this file, `docs/performance/*.png` and `docs/performance/results.json`. `go run ./cmd/bench -quick` checks the harness in a minute or two; `-only floor,durability,e2e,coldstart,growth` runs some sections; `DATABASE_URL` (or `-database-url`) measures another PostgreSQL in a schema of its own instead of a private cluster.\n", "10–15 minutes")
+	return w.String()
+}
+
+// summary is the README-ready paragraph.
+func (b *bench) summary() string {
+	r := b.res
+	var metN, total int
+	var missed []string
+	for _, t := range r.Targets {
+		if t.Met == nil {
+			continue
+		}
+		total++
+		if *t.Met {
+			metN++
+		} else {
+			missed = append(missed, fmt.Sprintf("%s (%s, target %s)", t.What, t.Value, t.Target))
+		}
+	}
+	var s strings.Builder
+	fmt.Fprintf(&s, "**Summary** (%s run of %s on %d× %s, Go %s, PostgreSQL %s; machine noise: calibration CV %.1f%%, %s): ",
+		r.Mode, r.Started.Format("2006-01-02"), r.Machine.CPUs, r.Machine.CPUModel, strings.TrimPrefix(r.Machine.GoVersion, "go"),
+		r.Postgres["server_version"], r.Noise.CVPct, noiseWord(r.Noise.CVPct))
+	fmt.Fprintf(&s, "%d of %d targets met.", metN, total)
+	if f := r.Floor; f != nil {
+		if fl, rep, first := side(f.Postgres, "floor (SELECT 1)"), side(f.Postgres, "replay"), side(f.Postgres, "first request"); fl != nil && rep != nil && first != nil {
+			fmt.Fprintf(&s, " A replay through the decorator costs %s a bare `SELECT 1` (p50 %.2f vs %.2f ms) and a first request %s.",
+				fx(ratio(rep.P50Ms, fl.P50Ms)), rep.P50Ms, fl.P50Ms, fx(ratio(first.P50Ms, fl.P50Ms)))
+		}
+	}
+	if d := r.Durability; d != nil && len(d.Levels) > 0 {
+		var parts []string
+		for _, l := range d.Levels {
+			if u, g := side(l.Sides, "UNLOGGED"), side(l.Sides, "LOGGED"); u != nil && g != nil {
+				parts = append(parts, fmt.Sprintf("%s at %d", fx(ratio(u.Throughput, g.Throughput)), l.Clients))
+			}
+		}
+		fmt.Fprintf(&s, " UNLOGGED claim+complete throughput over LOGGED: %s client(s) (an upper bound for Aurora).", strings.Join(parts, ", "))
+	}
+	if e := r.EndToEnd; e != nil {
+		if u, w := side(e.Sides, "unwrapped"), side(e.Sides, "wrapped (first request)"); u != nil && w != nil {
+			fmt.Fprintf(&s, " End to end, POST /tasks through the decorator keeps %s of the unwrapped throughput.", fx(ratio(w.Throughput, u.Throughput)))
+		}
+	}
+	if c := r.ColdStart; c != nil && c.Arm64Bytes > 0 {
+		fmt.Fprintf(&s, " The arm64 `bootstrap` is %s", mib(c.Arm64Bytes))
+		if len(c.Runs) > 0 {
+			fmt.Fprintf(&s, "; a cold start to the first response takes %.0f ms here (database connect %.1f ms)", c.TotalMs, c.DBConnectMs)
+		}
+		s.WriteString(".")
+	}
+	if len(missed) > 0 {
+		fmt.Fprintf(&s, " Not met: %s.", strings.Join(missed, "; "))
+	}
+	return s.String()
+}
+
+// sideTable renders a comparison; ratios are against ss[base].
+func sideTable(ss []Side, base int, throughput bool) string {
+	if len(ss) == 0 {
+		return "(not measured)\n"
+	}
+	var w strings.Builder
+	b := ss[base]
+	w.WriteString("| | p50 (ms) | p99 (ms) |")
+	if throughput {
+		w.WriteString(" ops/s |")
+	}
+	fmt.Fprintf(&w, " p50 vs %s | p99 vs %s |", b.Name, b.Name)
+	if throughput {
+		fmt.Fprintf(&w, " ops/s vs %s |", b.Name)
+	}
+	w.WriteString(" spread p50 / p99 | p50 per run | p99 per run |")
+	if throughput {
+		w.WriteString(" ops/s per run |")
+	}
+	w.WriteString(" errors |\n|---|---|---|")
+	if throughput {
+		w.WriteString("---|---|")
+	}
+	w.WriteString("---|---|---|---|---|")
+	if throughput {
+		w.WriteString("---|")
+	}
+	w.WriteString("---|\n")
+	for _, s := range ss {
+		fmt.Fprintf(&w, "| %s | %.3f | %.3f |", s.Name, s.P50Ms, s.P99Ms)
+		if throughput {
+			fmt.Fprintf(&w, " %.0f |", s.Throughput)
+		}
+		fmt.Fprintf(&w, " %s | %s |", fx(ratio(s.P50Ms, b.P50Ms)), fx(ratio(s.P99Ms, b.P99Ms)))
+		if throughput {
+			fmt.Fprintf(&w, " %s |", fx(ratio(s.Throughput, b.Throughput)))
+		}
+		fmt.Fprintf(&w, " %.0f%% / %.0f%% | %s | %s |", s.P50IQRPct, s.P99IQRPct,
+			perRun(s, func(r Run) float64 { return r.P50Ms }), perRun(s, func(r Run) float64 { return r.P99Ms }))
+		if throughput {
+			var xs []string
+			for _, r := range s.Runs {
+				xs = append(xs, fmt.Sprintf("%.0f", r.Throughput))
+			}
+			fmt.Fprintf(&w, " %s |", strings.Join(xs, ", "))
+		}
+		fmt.Fprintf(&w, " %d |\n", s.Errors)
+	}
+	return w.String()
+}
+
+func perRun(s Side, f func(Run) float64) string {
+	var xs []string
+	for _, r := range s.Runs {
+		xs = append(xs, fmt.Sprintf("%.3f", f(r)))
+	}
+	return strings.Join(xs, ", ")
+}
+
+func joinRuns(runs []ColdRun, f func(ColdRun) float64) string {
+	var xs []float64
+	for _, r := range runs {
+		xs = append(xs, f(r))
+	}
+	return joinFloats(xs)
+}
+
+func joinFloats(xs []float64) string {
+	var ss []string
+	for _, x := range xs {
+		ss = append(ss, fmt.Sprintf("%.1f", x))
+	}
+	return strings.Join(ss, ", ")
+}
+
+func img(w *strings.Builder, plots map[string]string, key, alt string) {
+	if f, ok := plots[key]; ok {
+		fmt.Fprintf(w, "![%s](%s)\n\n", alt, f)
+	}
+}
+
+func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
+
+func orDash(s string) string {
+	if s == "" {
+		return "—"
+	}
+	return s
+}
+
+// noiseWord says in a word how quiet a calibration CV is.
+func noiseWord(cvPct float64) string {
+	switch {
+	case cvPct < 3:
+		return "quiet"
+	case cvPct < 10:
+		return "somewhat noisy"
+	default:
+		return "noisy: read ratios, not absolute numbers"
+	}
+}

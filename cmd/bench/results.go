@@ -1,0 +1,165 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+)
+
+// Results is everything one run measured; it is written as
+// docs/performance/results.json and rendered as docs/performance.md.
+type Results struct {
+	Started       time.Time         `json:"started"`
+	Seconds       float64           `json:"seconds"`
+	Mode          string            `json:"mode"`
+	Reps          int               `json:"reps"`
+	Machine       Machine           `json:"machine"`
+	PostgresWhere string            `json:"postgres_where"`
+	Postgres      map[string]string `json:"postgres_settings"`
+	Redis         map[string]string `json:"redis_settings,omitempty"`
+	Noise         Calibration       `json:"noise"`
+
+	Floor      *FloorResult      `json:"floor,omitempty"`
+	Durability *DurabilityResult `json:"durability,omitempty"`
+	EndToEnd   *EndToEndResult   `json:"end_to_end,omitempty"`
+	ColdStart  *ColdStartResult  `json:"cold_start,omitempty"`
+	Growth     *GrowthResult     `json:"growth,omitempty"`
+
+	Targets  []Target `json:"targets"`
+	Failures []string `json:"failures,omitempty"`
+	Notes    []string `json:"notes,omitempty"`
+}
+
+// Target is one of the work item's targets and whether this run met it.
+type Target struct {
+	Item   string `json:"item"`
+	What   string `json:"what"`
+	Target string `json:"target"`
+	Value  string `json:"value"`
+	// Met is nil when the run did not measure it.
+	Met *bool `json:"met"`
+}
+
+func (t Target) verdict() string {
+	switch {
+	case t.Met == nil:
+		return "not measured"
+	case *t.Met:
+		return "met"
+	default:
+		return "**not met**"
+	}
+}
+
+func met(ok bool) *bool { return &ok }
+
+func side(ss []Side, name string) *Side {
+	for i := range ss {
+		if ss[i].Name == name {
+			return &ss[i]
+		}
+	}
+	return nil
+}
+
+func fx(x float64) string {
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2f×", x)
+}
+
+// evaluate fills Targets from what was measured.
+func (r *Results) evaluate() {
+	r.Targets = nil
+	add := func(item, what, target, value string, ok *bool) {
+		r.Targets = append(r.Targets, Target{item, what, target, value, ok})
+	}
+	floorTargets := func(store, floorName string, ss []Side) {
+		fl, rep, first := side(ss, floorName), side(ss, "replay"), side(ss, "first request")
+		if fl == nil || rep == nil || first == nil {
+			add("1", store+": replay vs floor", "≤ 1.3× p50", "", nil)
+			add("1", store+": first request vs floor", "≤ 2.5× p50", "", nil)
+			return
+		}
+		rr, fr := ratio(rep.P50Ms, fl.P50Ms), ratio(first.P50Ms, fl.P50Ms)
+		add("1", store+": replay vs floor ("+floorName+")", "≤ 1.3× p50",
+			fmt.Sprintf("%s p50 (%s p99)", fx(rr), fx(ratio(rep.P99Ms, fl.P99Ms))), met(rr <= 1.3))
+		add("1", store+": first request vs floor ("+floorName+")", "≤ 2.5× p50",
+			fmt.Sprintf("%s p50 (%s p99)", fx(fr), fx(ratio(first.P99Ms, fl.P99Ms))), met(fr <= 2.5))
+	}
+	if r.Floor != nil {
+		floorTargets("PostgreSQL", "floor (SELECT 1)", r.Floor.Postgres)
+		if r.Floor.Redis != nil {
+			floorTargets("Redis", "floor (PING)", r.Floor.Redis)
+		}
+	} else {
+		floorTargets("PostgreSQL", "floor (SELECT 1)", nil)
+	}
+
+	if d := r.Durability; d != nil && len(d.Levels) > 0 {
+		var parts []string
+		ok := true
+		for _, l := range d.Levels {
+			u, g := side(l.Sides, "UNLOGGED"), side(l.Sides, "LOGGED")
+			if u == nil || g == nil {
+				continue
+			}
+			x := ratio(u.Throughput, g.Throughput)
+			ok = ok && x > 1
+			parts = append(parts, fmt.Sprintf("%s at %d", fx(x), l.Clients))
+		}
+		add("2", "ADR 009 premise: UNLOGGED claim+complete throughput over LOGGED (local upper bound; see the Aurora caveat)",
+			"> 1× at every level", strings.Join(parts, ", "), met(ok))
+	} else {
+		add("2", "ADR 009 premise: UNLOGGED over LOGGED", "> 1×", "", nil)
+	}
+
+	if e := r.EndToEnd; e != nil && side(e.Sides, "unwrapped") != nil && side(e.Sides, "wrapped (first request)") != nil {
+		u, w := side(e.Sides, "unwrapped"), side(e.Sides, "wrapped (first request)")
+		x := ratio(w.Throughput, u.Throughput)
+		add("3", "POST /tasks through the decorator vs unwrapped, requests/s", "≥ 0.6×",
+			fmt.Sprintf("%s (%.0f vs %.0f req/s)", fx(x), w.Throughput, u.Throughput), met(x >= 0.6))
+	} else {
+		add("3", "POST /tasks through the decorator vs unwrapped", "≥ 0.6×", "", nil)
+	}
+
+	if g := r.Growth; g != nil && len(g.Steps) > 1 {
+		base := g.Steps[0].Claim
+		ok := true
+		var parts []string
+		for _, s := range g.Steps[1:] {
+			a, b := ratio(s.Claim.P50Ms, base.P50Ms), ratio(s.Claim.P99Ms, base.P99Ms)
+			ok = ok && a >= 0.75 && a <= 1.25 && b >= 0.75 && b <= 1.25
+			parts = append(parts, fmt.Sprintf("%s keys: %s p50, %s p99", countLabel(s.LiveKeys), fx(a), fx(b)))
+		}
+		add("4", fmt.Sprintf("claim latency vs %s keys", countLabel(g.Steps[0].LiveKeys)), "within ±25% (0.75×–1.25×)", strings.Join(parts, "; "), met(ok))
+	} else {
+		add("4", "claim latency as keys grow", "within ±25%", "", nil)
+	}
+	if g := r.Growth; g != nil && g.Purge != nil && len(g.Purge.Runs) > 0 {
+		p := g.Purge
+		x := ratio(p.During.P99Ms, p.Baseline.P99Ms)
+		add("4", fmt.Sprintf("claim p99 during a purge of %s expired keys vs none", countLabel(p.ExpiredKeys)), "≤ 3×",
+			fmt.Sprintf("%s (%.2f vs %.2f ms; purge took %.1f s)", fx(x), p.During.P99Ms, p.Baseline.P99Ms, p.PurgeSeconds), met(x <= 3))
+	} else {
+		add("4", "claim p99 during a purge", "≤ 3×", "", nil)
+	}
+}
+
+// countLabel writes 10000 as 10^4 and 5000000 as 5·10^6.
+func countLabel(n int) string {
+	if n <= 0 {
+		return "0"
+	}
+	e := int(math.Floor(math.Log10(float64(n))))
+	m := float64(n) / math.Pow10(e)
+	if math.Abs(m-math.Round(m)) > 1e-9 {
+		return fmt.Sprint(n)
+	}
+	if math.Round(m) == 1 {
+		return fmt.Sprintf("10^%d", e)
+	}
+	return fmt.Sprintf("%d·10^%d", int(math.Round(m)), e)
+}

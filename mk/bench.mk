@@ -1,0 +1,26 @@
+# `make bench`: measure the project on this machine in one run and write
+# docs/performance.md, its plots (docs/performance/*.png) and the raw figures
+# (docs/performance/results.json). See cmd/bench.
+#
+# PostgreSQL: with DATABASE_URL set, the bench works in a schema of its own
+# there and drops it at the end. Otherwise it starts a private cluster of its
+# own (pkg/pgtest) rather than the shared one of `make db-start`: it records
+# and fixes the durability settings it compares (fsync, synchronous_commit
+# on), puts a few GB of keys in, and must not be stopped halfway by a
+# concurrent `make test`. Redis: a private redis-server (pkg/redistest).
+
+RIE_VERSION ?= v0.0.0-20261030222936-bef5c4ba774d
+RIE         := $(LOCAL)/bin/aws-lambda-rie
+BENCHFLAGS  ?=
+
+.PHONY: bench
+bench: deps bench-rie ## Measure on this machine (10-15 min on 2 cores); writes docs/performance.md
+	$(GO) run ./cmd/bench -rie $(RIE) $(BENCHFLAGS)
+
+.PHONY: bench-quick
+bench-quick: deps bench-rie ## Check the benchmark harness end to end in a few minutes (writes .local/bench/)
+	$(GO) run ./cmd/bench -quick -rie $(RIE) $(BENCHFLAGS)
+
+.PHONY: bench-rie
+bench-rie: ## (internal) install aws-lambda-rie into .local/bin for the cold-start bench
+	@test -x $(RIE) || GOBIN=$(LOCAL)/bin $(GO) install github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@$(RIE_VERSION)
