@@ -17,6 +17,7 @@ import (
 
 	"github.com/ichido/ichido/pkg/localapi"
 	"github.com/ichido/ichido/pkg/pgtest"
+	"github.com/ichido/ichido/pkg/samtemplate"
 )
 
 // server is the command running in the test, on a free loopback port.
@@ -302,4 +303,32 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+func TestTemplateCORS(t *testing.T) {
+	t.Parallel()
+	tpl, err := samtemplate.Parse([]byte(`
+Globals:
+  HttpApi:
+    CorsConfiguration:
+      AllowOrigins: ["*"]
+      AllowMethods: [GET, POST]
+      AllowHeaders: [authorization, !Ref Other]
+      MaxAge: 600
+Resources:
+  Api:
+    Type: AWS::Serverless::HttpApi
+`))
+	require.NoError(t, err)
+	require.Equal(t, &localapi.CORS{
+		AllowOrigins: []string{"*"}, AllowMethods: []string{"GET", "POST"}, AllowHeaders: []string{"authorization"}, MaxAge: 600,
+	}, templateCORS(tpl))
+
+	tpl, err = samtemplate.Parse([]byte("Resources:\n  Api:\n    Type: AWS::Serverless::HttpApi\n    Properties:\n      CorsConfiguration: true\n"))
+	require.NoError(t, err)
+	require.Equal(t, &localapi.CORS{AllowOrigins: []string{"*"}}, templateCORS(tpl))
+
+	tpl, err = samtemplate.Parse([]byte("Resources:\n  Api:\n    Type: AWS::Serverless::HttpApi\n"))
+	require.NoError(t, err)
+	require.Nil(t, templateCORS(tpl))
 }

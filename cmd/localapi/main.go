@@ -114,6 +114,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		AccessLog: stderr,
 		Logger:    slog.New(slog.NewTextHandler(stderr, nil)),
 		Timeout:   functionTimeout(tpl),
+		CORS:      templateCORS(tpl),
 	})
 	if err != nil {
 		return err
@@ -158,6 +159,54 @@ func templateRoutes(tpl *samtemplate.Template) []localapi.Route {
 		routes = append(routes, localapi.Route{Method: r.Method, Path: path, Function: r.Function})
 	}
 	return routes
+}
+
+// templateCORS reads the HTTP API's CorsConfiguration: the HttpApi
+// resource's, else Globals.HttpApi's. true means any origin; intrinsic
+// values are skipped.
+func templateCORS(tpl *samtemplate.Template) *localapi.CORS {
+	var conf any
+	if g, ok := tpl.Section("Globals")["HttpApi"].(map[string]any); ok {
+		conf = g["CorsConfiguration"]
+	}
+	for _, id := range tpl.ResourceIDs("AWS::Serverless::HttpApi") {
+		if c, ok := tpl.Resources[id].Properties["CorsConfiguration"]; ok {
+			conf = c
+		}
+		break
+	}
+	switch c := conf.(type) {
+	case bool:
+		if c {
+			return &localapi.CORS{AllowOrigins: []string{"*"}}
+		}
+	case map[string]any:
+		strs := func(key string) []string {
+			var out []string
+			list, _ := c[key].([]any)
+			for _, v := range list {
+				if s, ok := v.(string); ok {
+					out = append(out, s)
+				}
+			}
+			return out
+		}
+		cors := &localapi.CORS{
+			AllowOrigins:  strs("AllowOrigins"),
+			AllowMethods:  strs("AllowMethods"),
+			AllowHeaders:  strs("AllowHeaders"),
+			ExposeHeaders: strs("ExposeHeaders"),
+		}
+		switch v := c["MaxAge"].(type) {
+		case int64:
+			cors.MaxAge = int(v)
+		case float64:
+			cors.MaxAge = int(v)
+		}
+		cors.AllowCredentials, _ = c["AllowCredentials"].(bool)
+		return cors
+	}
+	return nil
 }
 
 // functionTimeout is Globals.Function.Timeout of the template (seconds), or

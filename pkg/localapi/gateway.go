@@ -41,6 +41,10 @@ type Config struct {
 	// MaxBodyBytes is the largest request body accepted; larger ones get
 	// 413. Defaults to 10 MiB, API Gateway's payload limit.
 	MaxBodyBytes int64
+	// CORS is the API's CORS configuration; nil answers no preflight
+	// (an OPTIONS request is then routed like any other) and adds no CORS
+	// headers. Defaults to nil.
+	CORS *CORS
 	// Now is the clock of the request context and of token expiry.
 	// Defaults to time.Now.
 	Now func() time.Time
@@ -55,6 +59,7 @@ type Gateway struct {
 	timeout  time.Duration
 	maxBody  int64
 	now      func() time.Time
+	cors     *CORS
 
 	accessMu  sync.Mutex
 	accessLog io.Writer
@@ -85,6 +90,7 @@ func New(cfg Config) (*Gateway, error) {
 		maxBody:   cfg.MaxBodyBytes,
 		now:       cfg.Now,
 		accessLog: cfg.AccessLog,
+		cors:      cfg.CORS,
 	}
 	if g.log == nil {
 		g.log = slog.Default()
@@ -126,6 +132,13 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // serve writes the response and returns the logical id of the function that
 // ran, or "-" when the gateway answered by itself.
 func (g *Gateway) serve(w http.ResponseWriter, r *http.Request, requestID string, now time.Time) string {
+	if g.cors != nil {
+		if isPreflight(r) {
+			g.cors.preflight(w, r)
+			return "-"
+		}
+		w = &corsWriter{ResponseWriter: w, cors: g.cors, r: r}
+	}
 	route, params, ok := g.router.find(r.Method, r.URL.EscapedPath())
 	if !ok {
 		writeGateway(w, http.StatusNotFound, bodyNotFound, "")
