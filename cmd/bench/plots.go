@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"image/color"
 	"math"
 
@@ -27,6 +28,8 @@ func newPlot(title, xlabel, ylabel string) *plot.Plot {
 	p.Y.Label.Text = ylabel
 	p.Legend.Top = true
 	p.Legend.Left = true
+	p.Legend.YOffs = -vg.Points(12)
+	p.Legend.XOffs = vg.Points(8)
 	p.Add(plotter.NewGrid())
 	return p
 }
@@ -55,7 +58,7 @@ func barChart(path, title, ylabel string, groups []string, ss []series) error {
 	}
 	p.NominalX(groups...)
 	p.Y.Min = 0
-	return p.Save(plotW, plotH, path)
+	return p.Save(vg.Length(math.Max(float64(plotW), float64(vg.Inch)*float64(len(groups)))), plotH, path)
 }
 
 // lineChart draws each series as a line with points.
@@ -63,7 +66,22 @@ func lineChart(path, title, xlabel, ylabel string, logX bool, ss []series) error
 	p := newPlot(title, xlabel, ylabel)
 	if logX {
 		p.X.Scale = plot.LogScale{}
-		p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+		seen := map[float64]bool{}
+		var ticks []plot.Tick
+		for _, s := range ss {
+			for _, x := range s.xs {
+				if !seen[x] {
+					seen[x] = true
+					label := fmt.Sprintf("%g", x)
+					if x >= 1000 {
+						label = countLabel(int(x))
+					}
+					ticks = append(ticks, plot.Tick{Value: x, Label: label})
+				}
+			}
+		}
+		p.X.Tick.Marker = plot.ConstantTicks(ticks)
+		p.X.Padding = vg.Points(20)
 	}
 	for i, s := range ss {
 		xys := make(plotter.XYs, 0, len(s.ys))

@@ -62,11 +62,11 @@ func (b *bench) drawPlots() (map[string]string, error) {
 			p50.name, p99.name = "p50", "p99"
 			add := func(store string, ss []Side) {
 				for _, s := range ss {
-					groups = append(groups, store+"\n"+s.Name)
+					groups = append(groups, store+"\n"+shortName(s.Name))
 					p50.ys, p99.ys = append(p50.ys, s.P50Ms), append(p99.ys, s.P99Ms)
 				}
 			}
-			add("PostgreSQL", f.Postgres)
+			add("PG", f.Postgres)
 			add("Redis", f.Redis)
 			return barChart(p, "Floor vs the decorator (one client; medians of repetitions)", "latency (ms)", groups, []series{p50, p99})
 		}))
@@ -99,7 +99,7 @@ func (b *bench) drawPlots() (map[string]string, error) {
 			var tput series
 			tput.name = "requests/s"
 			for _, s := range e.Sides {
-				groups = append(groups, s.Name)
+				groups = append(groups, shortName(s.Name))
 				tput.ys = append(tput.ys, s.Throughput)
 			}
 			return barChart(p, fmt.Sprintf("POST /tasks over the local API, %d clients", e.Clients), "requests/s", groups, []series{tput})
@@ -140,4 +140,23 @@ func (b *bench) drawPlots() (map[string]string, error) {
 		return out, fmt.Errorf("%s", strings.Join(errs, "; "))
 	}
 	return out, nil
+}
+
+// shortName fits a side's name under a bar.
+func shortName(name string) string {
+	switch name {
+	case "floor (SELECT 1)":
+		return "SELECT 1"
+	case "floor (PING)":
+		return "PING"
+	case "first request":
+		return "first req."
+	case "claim alone (completed key)":
+		return "claim alone"
+	case "wrapped (first request)":
+		return "wrapped, first"
+	case "wrapped (replay)":
+		return "wrapped, replay"
+	}
+	return name
 }
