@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -641,7 +642,7 @@ func TestAccessLog(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
 	require.Len(t, lines, 2, "one line per request")
 	require.Regexp(t, `^127\.0\.0\.1 - - \[\d\d/\w{3}/\d{4}:\d\d:\d\d:\d\d \+0000\] "POST /tasks\?x=1 HTTP/1\.1" 201 10 `+
-		resp.Header.Get("Apigw-Requestid")+` CreateTaskFunction \S+$`, lines[0])
+		regexp.QuoteMeta(resp.Header.Get("Apigw-Requestid"))+` CreateTaskFunction \S+$`, lines[0])
 	require.Regexp(t, `"GET /tasks HTTP/1\.1" 401 26 \S+ - \S+$`, lines[1])
 }
 
