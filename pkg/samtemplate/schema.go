@@ -37,6 +37,7 @@ const intrinsicDef = "__ichido_intrinsic"
 type Validator struct {
 	definitions map[string]any    // the patched schema's definitions
 	globals     any               // the patched schema of the Globals section
+	sections    map[string]bool   // the top-level sections the schema allows
 	defs        map[string]string // resource type -> definition name
 
 	mu       sync.Mutex
@@ -65,7 +66,12 @@ func NewValidator(path string) (*Validator, error) {
 	}
 	patchSchema(root, defs)
 	props, _ := root["properties"].(map[string]any)
+	sections := map[string]bool{}
+	for name := range props {
+		sections[name] = true
+	}
 	return &Validator{
+		sections:    sections,
 		definitions: root["definitions"].(map[string]any),
 		globals:     props["Globals"],
 		defs:        types,
@@ -268,10 +274,20 @@ func (v *Validator) ValidateGlobals(t *Template) error {
 	return nil
 }
 
-// Validate checks Globals and every resource of t, in logical-id order, and
-// returns one error per failing part.
+// Validate checks the top-level section names, Globals and every resource of
+// t, in logical-id order, and returns one error per failing part.
 func (v *Validator) Validate(t *Template) []error {
 	var errs []error
+	var names []string
+	for name := range t.Doc {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if !v.sections[name] {
+			errs = append(errs, fmt.Errorf("unknown top-level section %q", name))
+		}
+	}
 	if err := v.ValidateGlobals(t); err != nil {
 		errs = append(errs, err)
 	}

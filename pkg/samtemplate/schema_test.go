@@ -136,6 +136,15 @@ Resources:
 	}
 }
 
+func TestValidatorChecksSections(t *testing.T) {
+	t.Parallel()
+	tpl, err := samtemplate.Parse([]byte("Resources: {}\nOutput: {}\n"))
+	require.NoError(t, err)
+	errs := sharedValidator(t).Validate(tpl)
+	require.Len(t, errs, 1)
+	require.Contains(t, errs[0].Error(), `"Output"`)
+}
+
 func TestValidatorChecksGlobals(t *testing.T) {
 	t.Parallel()
 	v := sharedValidator(t)
