@@ -507,6 +507,25 @@ func TestDatabaseAccessIsConsistent(t *testing.T) {
 		secretUsers[m[1]] = true
 	}
 
+	// The proxy's role reads exactly the secrets of its Auth list.
+	var readable []string
+	policies, _ := tpl.Resources[role].Properties["Policies"].([]any)
+	for _, p := range policies {
+		doc, _ := p.(map[string]any)["PolicyDocument"].(map[string]any)
+		for _, st := range anySlice(doc["Statement"]) {
+			stmt, _ := st.(map[string]any)
+			require.Equal(t, "secretsmanager:GetSecretValue", stmt["Action"], "the proxy role's only permission")
+			for _, r := range anySlice(stmt["Resource"]) {
+				readable = append(readable, ref(r))
+			}
+		}
+	}
+	var authSecrets []string
+	for _, a := range auth {
+		authSecrets = append(authSecrets, ref(a.(map[string]any)["SecretArn"]))
+	}
+	require.ElementsMatch(t, authSecrets, readable, "the proxy role reads exactly the proxy's secrets")
+
 	arnPattern := regexp.MustCompile(`^arn:\$\{AWS::Partition\}:rds-db:\$\{AWS::Region\}:\$\{AWS::AccountId\}:dbuser:\$\{(\w+)\}/\$\{(\w+)\}$`)
 	for _, fn := range tpl.Functions() {
 		user := ref(fn.EnvironmentRaw["DB_USER"])
