@@ -163,9 +163,12 @@ func TestEventsUnderEmulator(t *testing.T) {
 		})
 	}
 	t.Cleanup(func() {
+		var wg sync.WaitGroup
 		for _, emu := range emulators {
-			emu.Stop()
+			wg.Add(1)
+			go func() { defer wg.Done(); emu.Stop() }()
 		}
+		wg.Wait()
 	})
 	require.NoError(t, g.Wait())
 
