@@ -76,13 +76,15 @@ func run() error {
 	// The tests, long cases on.
 	reportPath := filepath.Join(work, "tests.json")
 	testArgs := []string{"test", "-count=1", "-timeout", "15m", "-run", ".", pkg, "-args", "-soak"}
-	testErr := goCmd(ctx, append(env, "ICHIDO_SOAK_REPORT="+reportPath), testArgs, nil)
+	var testOut bytes.Buffer
+	testErr := goCmd(ctx, append(env, "ICHIDO_SOAK_REPORT="+reportPath), testArgs, &testOut)
 	var rows []row
 	if b, err := os.ReadFile(reportPath); err == nil {
 		if err := json.Unmarshal(b, &rows); err != nil {
 			return fmt.Errorf("reading the tests' results: %w", err)
 		}
 	}
+	rows = append(rows, failedWithoutRow(testOut.String(), rows)...)
 
 	// Fuzzing, bounded in time.
 	fuzzArgs := []string{"test", "-count=1", "-run", "^$", "-fuzz", "^FuzzRequest$",
@@ -134,6 +136,27 @@ func goBinary() string {
 		return g
 	}
 	return filepath.Join(runtime.GOROOT(), "bin", "go")
+}
+
+var failRe = regexp.MustCompile(`(?m)^\s*--- FAIL: (\S+)`)
+
+// failedWithoutRow returns a row for each failed test that failed before
+// writing its own.
+func failedWithoutRow(output string, rows []row) []row {
+	have := map[string]bool{}
+	for _, r := range rows {
+		have[r.Test] = true
+	}
+	var out []row
+	for _, m := range failRe.FindAllStringSubmatch(output, -1) {
+		name := m[1]
+		if have[name] || strings.Contains(name, "/") && have[strings.Split(name, "/")[0]] {
+			continue
+		}
+		have[name] = true
+		out = append(out, row{Case: name, Tried: "see the test", Seen: "the test failed before it could report; see the run's output", Lost: "unknown", Test: name})
+	}
+	return out
 }
 
 var (
