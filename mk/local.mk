@@ -10,7 +10,7 @@ ADDR       ?= 127.0.0.1:$(or $(PORT),3000)
 
 .PHONY: run
 run: ## Serve the API on http://127.0.0.1:3000 (PORT=, or DATABASE_URL= to use that database)
-	@$(GO) run ./cmd/localapi -addr $(ADDR)
+	@$(GO) build -o $(LOCAL)/bin/localapi ./cmd/localapi && exec $(LOCAL)/bin/localapi -addr $(ADDR)
 
 .PHONY: token
 token: ## Print a bearer token for the local API (SUB=<uuid>; a new user when empty)
