@@ -7,7 +7,6 @@ SHELL := /bin/bash
 GO        ?= go
 GOTESTFLAGS ?=
 LOCAL     := $(CURDIR)/.local
-export GOFLAGS ?= -mod=mod
 
 include $(sort $(wildcard mk/*.mk))
 
