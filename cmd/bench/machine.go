@@ -78,7 +78,10 @@ func loadavg() string {
 type Calibration struct {
 	Points []CalibrationPoint `json:"points"`
 	// CVPct is the coefficient of variation of every point's duration.
-	CVPct    float64 `json:"cv_pct"`
+	CVPct float64 `json:"cv_pct"`
+	// IQRPct is the interquartile range over the median: the same, less
+	// swayed by a few outliers.
+	IQRPct   float64 `json:"iqr_pct"`
 	MedianMs float64 `json:"median_ms"`
 	MinMs    float64 `json:"min_ms"`
 	MaxMs    float64 `json:"max_ms"`
@@ -110,7 +113,7 @@ func (c *Calibration) measure(at string, n int, start time.Time) {
 	for _, p := range c.Points {
 		xs = append(xs, p.Ms)
 	}
-	c.CVPct, c.MedianMs = cv(xs), median(xs)
+	c.CVPct, c.IQRPct, c.MedianMs = cv(xs), relIQR(xs), median(xs)
 	c.MinMs, c.MaxMs = quantile(xs, 0), quantile(xs, 1)
 }
 

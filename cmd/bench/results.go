@@ -84,9 +84,9 @@ func (r *Results) evaluate() {
 			return
 		}
 		rr, fr := ratio(rep.P50Ms, fl.P50Ms), ratio(first.P50Ms, fl.P50Ms)
-		add("1", store+": replay vs floor ("+floorName+")", "≤ 1.3× p50",
+		add("1", store+": replay vs "+floorLabel(floorName), "≤ 1.3× p50",
 			fmt.Sprintf("%s p50 (%s p99)", fx(rr), fx(ratio(rep.P99Ms, fl.P99Ms))), met(rr <= 1.3))
-		add("1", store+": first request vs floor ("+floorName+")", "≤ 2.5× p50",
+		add("1", store+": first request vs "+floorLabel(floorName), "≤ 2.5× p50",
 			fmt.Sprintf("%s p50 (%s p99)", fx(fr), fx(ratio(first.P99Ms, fl.P99Ms))), met(fr <= 2.5))
 	}
 	if r.Floor != nil {
@@ -162,4 +162,10 @@ func countLabel(n int) string {
 		return fmt.Sprintf("10^%d", e)
 	}
 	return fmt.Sprintf("%d·10^%d", int(math.Round(m)), e)
+}
+
+// floorLabel is "`SELECT 1`" for "floor (SELECT 1)".
+func floorLabel(name string) string {
+	name = strings.TrimSuffix(strings.TrimPrefix(name, "floor ("), ")")
+	return "`" + name + "`"
 }
