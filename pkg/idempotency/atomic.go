@@ -15,6 +15,9 @@ type atomicRun struct {
 	// takenOver is set when the handler took the completion into its own
 	// transaction; Wrap then does not complete the record again.
 	takenOver atomic.Bool
+	// doNotStore is set by DoNotStore: Wrap releases the record instead of
+	// completing it.
+	doNotStore atomic.Bool
 }
 
 type atomicKey struct{}
@@ -51,7 +54,7 @@ func AtomicCompletion[Resp apigw.AnyResponse](ctx context.Context, resp Resp) (C
 		return Completion{}, false
 	}
 	view := apigw.FromResponse(resp)
-	if !Storable(view.StatusCode) || !run.takenOver.CompareAndSwap(false, true) {
+	if !Storable(view.StatusCode) || run.doNotStore.Load() || !run.takenOver.CompareAndSwap(false, true) {
 		return Completion{}, false
 	}
 	now := run.d.cfg.Clock()
@@ -61,4 +64,28 @@ func AtomicCompletion[Resp apigw.AnyResponse](ctx context.Context, resp Resp) (C
 		Now:       now,
 		ExpiresAt: now.Add(run.d.cfg.TTL),
 	}, true
+}
+
+// DoNotStore tells Wrap not to store the response of the protected request
+// that ctx belongs to: when the handler returns, the record is released, as
+// after a transient failure, and the client's next request with the key runs
+// the handler again.
+//
+// A handler calls it when its own data shows that the key already belongs to
+// another request. The case in point is a retry after the key store was lost
+// (spec: no duplicate after losing keys): the task row records the key and
+// the fingerprint of the request that created it, and a request reusing the
+// key with another body is refused with 422. Stored, that 422 would become
+// the key's answer, and the original request's own retry would then be
+// refused too instead of getting its task back.
+//
+// It reports false, and changes nothing, outside a protected request or
+// after the handler completed the record itself (AtomicCompletion).
+func DoNotStore(ctx context.Context) bool {
+	run, ok := ctx.Value(atomicKey{}).(*atomicRun)
+	if !ok || run.takenOver.Load() {
+		return false
+	}
+	run.doNotStore.Store(true)
+	return true
 }

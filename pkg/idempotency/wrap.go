@@ -168,7 +168,7 @@ func run[Req apigw.AnyRequest, Resp apigw.AnyResponse](ctx context.Context, d *d
 	obs.handler = "ok"
 	view := apigw.FromResponse(resp)
 	obs.status = view.StatusCode
-	if !Storable(view.StatusCode) {
+	if !Storable(view.StatusCode) || state.doNotStore.Load() {
 		d.release(ctx, ref, obs)
 		return resp, nil
 	}

@@ -221,3 +221,40 @@ const (
 	keyA  = "8e03978e-40d5-43e8-bc93-6894a57f9324"
 	keyB  = "1b4e28ba-2fa1-41d2-883f-0016d3cca427"
 )
+
+// TestDoNotStore: a handler that marks its answer as not to be stored gets
+// its record released, so the next request with the key runs the handler
+// again, and the mark means nothing outside a protected request.
+func TestDoNotStore(t *testing.T) {
+	t.Parallel()
+	require.False(t, idempotency.DoNotStore(context.Background()))
+
+	store := newMemStore()
+	runs := 0
+	refuseFirst := func(ctx context.Context, _ events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+		runs++
+		if runs == 1 {
+			require.True(t, idempotency.DoNotStore(ctx))
+			return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusUnprocessableEntity, Body: `{"code":"idempotency_key_reused"}`}, nil
+		}
+		return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusCreated, Body: `{"id":1}`}, nil
+	}
+	h, err := idempotency.Wrap(refuseFirst, quiet(idempotency.Config{Store: store}))
+	require.NoError(t, err)
+	req := request("0b4c3d2e-1f0a-4b9c-8d7e-6f5a4b3c2d1e", "8e03978e-40d5-43e8-bc93-6894a57f9324")
+
+	first, err := h(context.Background(), req)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusUnprocessableEntity, first.StatusCode)
+	require.Empty(t, store.records, "the refusal was not stored: the record is released")
+
+	second, err := h(context.Background(), req)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, second.StatusCode)
+	require.Empty(t, second.Headers[idempotency.ReplayedHeader])
+
+	third, err := h(context.Background(), req)
+	require.NoError(t, err)
+	require.Equal(t, "true", third.Headers[idempotency.ReplayedHeader], "a stored answer replays as usual")
+	require.Equal(t, 2, runs)
+}

@@ -260,6 +260,10 @@ func (a *API) fail(ctx context.Context, req events.APIGatewayV2HTTPRequest, op s
 	case errors.Is(err, ErrNotFound):
 		return problemResponse(problem.New(http.StatusNotFound, problem.CodeNotFound, "No task with this id."))
 	case errors.Is(err, ErrKeyReused):
+		// The key belongs to the request that created the task: this refusal
+		// must not become the key's stored answer, or that request's own
+		// retry would be refused too.
+		idempotency.DoNotStore(ctx)
 		return problemResponse(problem.New(http.StatusUnprocessableEntity, problem.CodeKeyReused,
 			"This Idempotency-Key was already used for a different request."))
 	case errors.Is(err, errBodyTooLarge):

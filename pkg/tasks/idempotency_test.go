@@ -78,6 +78,13 @@ func TestNoDuplicateAfterLosingKeys(t *testing.T) {
 	require.NoError(t, err)
 	requireProblem(t, other, 422, problem.CodeKeyReused)
 	require.Equal(t, 1, e.taskCount(t))
+	// That refusal did not become the key's answer: the original request's
+	// own retry still gets its task.
+	original, err := create(ctx, withKey(request(alice, "POST", "/tasks", body), key))
+	require.NoError(t, err)
+	require.Equal(t, 201, original.StatusCode, original.Body)
+	require.Equal(t, first.Body, original.Body)
+	require.Equal(t, 1, e.taskCount(t))
 
 	// Keys are per user: bob's request under the same key is his own.
 	bobs, err := create(ctx, withKey(request(bob, "POST", "/tasks", body), key))
