@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+
+	"github.com/ichido/ichido/pkg/pgtest"
 )
 
 // RIEModule is the emulator's module path and the version the project
@@ -116,20 +118,4 @@ func FunctionPackage(logicalID string) string {
 
 // ModuleRoot returns the directory of the project's go.mod, searched
 // upwards from the working directory.
-func ModuleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-		if err == nil && strings.Contains(string(b), "module github.com/ichido/ichido") {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("lambdarie: not inside the ichido module (no go.mod found upwards)")
-		}
-		dir = parent
-	}
-}
+func ModuleRoot() (string, error) { return pgtest.ModuleRoot() }
