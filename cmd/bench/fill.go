@@ -23,7 +23,7 @@ type Fill struct {
 	VacuumSeconds float64 `json:"vacuum_analyze_s"`
 	// CheckpointSeconds is the CHECKPOINT after the fill (0 when not allowed).
 	CheckpointSeconds float64 `json:"checkpoint_s"`
-	TableBytes    int64   `json:"table_bytes"`
+	TableBytes        int64   `json:"table_bytes"`
 }
 
 // fillKeys inserts n completed keys numbered from, from+n-1 into table, in
