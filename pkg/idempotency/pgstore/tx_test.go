@@ -137,10 +137,10 @@ func TestAtomicCompletionThroughWrap(t *testing.T) {
 
 	user, key := uuid.NewString(), uuid.NewString()
 	req := events.APIGatewayV2HTTPRequest{
-		RawPath: "/work", Body: `{"a":1}`,
+		RawPath: "/orders", Body: `{"a":1}`,
 		Headers: map[string]string{"idempotency-key": key},
 		RequestContext: events.APIGatewayV2HTTPRequestContext{
-			HTTP:       events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: "POST", Path: "/work"},
+			HTTP:       events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: "POST", Path: "/orders"},
 			Authorizer: &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{JWT: &events.APIGatewayV2HTTPRequestContextAuthorizerJWTDescription{Claims: map[string]string{"sub": user}}},
 		},
 	}
