@@ -99,24 +99,16 @@ func newStatements(table string) statements {
 		return fmt.Sprintf("%s = CASE WHEN %s THEN %s ELSE k.%s END", col, takeover, value, col)
 	}
 	return statements{
-		// One statement, one round trip, read first. live finds a record that
-		// counts as present in the statement's snapshot: a replay, a 409 or a
-		// 422 is then a plain read that writes and locks nothing. Only when
-		// there is none does the INSERT run. Its DO UPDATE is unconditional on
-		// purpose: a row committed by a concurrent claim after the snapshot is
-		// invisible to live, and with a WHERE that excluded the live record
-		// RETURNING would give nothing. ON CONFLICT DO UPDATE instead waits for
-		// the concurrent insert, locks the committed row and returns it; an
-		// expired record is taken over by the same path.
-		claim: `WITH live AS (
-	SELECT ` + recordColumns + ` FROM ` + table + ` AS k
-	WHERE k.user_id = $2::uuid AND k.key = $1::text AND NOT ` + takeover + `
-), claimed AS (
-	INSERT INTO ` + table + ` AS k
-		(key, user_id, request_hash, status, owner, lease_expires_at, created_at, expires_at)
-	SELECT $1::text, $2::uuid, $3::text, 'in_progress', $4::text, $6::timestamptz, $5::timestamptz, $7::timestamptz
-	WHERE NOT EXISTS (SELECT FROM live)
-	ON CONFLICT (user_id, key) DO UPDATE SET
+		// One statement, one round trip. The DO UPDATE is unconditional on
+		// purpose: with a WHERE that excluded the live record, RETURNING would
+		// give nothing on a conflict, and a second statement reading the row
+		// would miss one committed by a concurrent claim after its snapshot.
+		// ON CONFLICT DO UPDATE instead waits for a concurrent insert of the
+		// same key, locks the committed row and returns it.
+		claim: `INSERT INTO ` + table + ` AS k
+	(key, user_id, request_hash, status, owner, lease_expires_at, created_at, expires_at)
+VALUES ($1::text, $2::uuid, $3::text, 'in_progress', $4::text, $6::timestamptz, $5::timestamptz, $7::timestamptz)
+ON CONFLICT (user_id, key) DO UPDATE SET
 	` + strings.Join([]string{
 			set("request_hash", "excluded.request_hash"),
 			set("status", "excluded.status"),
@@ -127,11 +119,7 @@ func newStatements(table string) statements {
 			set("created_at", "excluded.created_at"),
 			set("expires_at", "excluded.expires_at"),
 		}, ",\n\t") + `
-	RETURNING ` + recordColumns + `
-)
-SELECT * FROM claimed
-UNION ALL
-SELECT * FROM live`,
+RETURNING ` + recordColumns,
 
 		// Fenced by owner and status only: a lease that ran out without
 		// anybody taking the record over still lets its owner complete it,
