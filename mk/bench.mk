@@ -9,18 +9,12 @@
 # on), puts a few GB of keys in, and must not be stopped halfway by a
 # concurrent `make test`. Redis: a private redis-server (pkg/redistest).
 
-RIE_VERSION ?= v0.0.0-20261030222936-bef5c4ba774d
-RIE         := $(LOCAL)/bin/aws-lambda-rie
-BENCHFLAGS  ?=
+BENCHFLAGS ?=
 
 .PHONY: bench
-bench: deps bench-rie ## Measure on this machine (10-15 min on 2 cores); writes docs/performance.md
+bench: deps rie ## Measure on this machine (10-15 min on 2 cores); writes docs/performance.md
 	$(GO) run ./cmd/bench -rie $(RIE) $(BENCHFLAGS)
 
 .PHONY: bench-quick
-bench-quick: deps bench-rie ## Check the benchmark harness end to end in a few minutes (writes .local/bench/)
+bench-quick: deps rie ## Check the benchmark harness end to end in a few minutes (writes .local/bench/)
 	$(GO) run ./cmd/bench -quick -rie $(RIE) $(BENCHFLAGS)
-
-.PHONY: bench-rie
-bench-rie: ## (internal) install aws-lambda-rie into .local/bin for the cold-start bench
-	@test -x $(RIE) || GOBIN=$(LOCAL)/bin $(GO) install github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@$(RIE_VERSION)

@@ -27,9 +27,11 @@ var privateSettings = map[string]string{
 	"max_wal_size":       "'2GB'",
 }
 
-// loggedTable is the LOGGED copy of idempotency_keys that the durability
-// section compares against.
-const loggedTable = "idempotency_keys_logged"
+// loggedSuffix names the schema of the LOGGED copy of idempotency_keys that
+// the durability section compares against: the migrations applied in a
+// schema of its own (so that the copy has its own claim function), then the
+// table switched to LOGGED.
+const loggedSuffix = "_logged"
 
 // database is the schema the bench works in.
 type database struct {
@@ -88,7 +90,35 @@ func (d *database) setup(ctx context.Context) error {
 	if _, err := admin.Exec(ctx, `SELECT cron.unschedule(jobid) FROM cron.job WHERE jobname LIKE '%-' || $1`, d.schema); err != nil {
 		return fmt.Errorf("unscheduling the purge jobs: %w", err)
 	}
-	_, err = d.pool.Exec(ctx, "CREATE TABLE "+loggedTable+" (LIKE idempotency_keys INCLUDING ALL)")
+	return d.setupLogged(ctx, admin)
+}
+
+// loggedSchema is the schema of the LOGGED copy.
+func (d *database) loggedSchema() string { return d.schema + loggedSuffix }
+
+// loggedTable is the LOGGED copy's qualified name.
+func (d *database) loggedTable() string { return d.loggedSchema() + ".idempotency_keys" }
+
+func (d *database) setupLogged(ctx context.Context, admin *pgx.Conn) error {
+	if _, err := admin.Exec(ctx, "CREATE SCHEMA "+d.loggedSchema()); err != nil {
+		return err
+	}
+	u, err := pgtest.WithSearchPath(d.baseURL, d.loggedSchema())
+	if err != nil {
+		return err
+	}
+	pool, err := dbpool.New(ctx, dbpool.Config{Auth: dbpool.AuthURL, URL: u, MaxConns: 2})
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if _, err := migrate.Up(ctx, pool); err != nil {
+		return fmt.Errorf("migrations of the LOGGED copy: %w", err)
+	}
+	if _, err := admin.Exec(ctx, `SELECT cron.unschedule(jobid) FROM cron.job WHERE jobname LIKE '%-' || $1`, d.loggedSchema()); err != nil {
+		return fmt.Errorf("unscheduling the purge jobs: %w", err)
+	}
+	_, err = admin.Exec(ctx, "ALTER TABLE "+d.loggedTable()+" SET LOGGED")
 	return err
 }
 
@@ -107,6 +137,7 @@ func (d *database) close() {
 		return
 	}
 	if d.schema != "" {
+		pgtest.DropSchema(context.Background(), d.baseURL, d.loggedSchema())
 		pgtest.DropSchema(context.Background(), d.baseURL, d.schema)
 	}
 }

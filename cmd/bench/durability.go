@@ -83,7 +83,7 @@ func (b *bench) durability(ctx context.Context) error {
 	defer pool.Close()
 	specs := []sideSpec{
 		{"UNLOGGED", claimComplete(pgstore.New(pool, nil))},
-		{"LOGGED", claimComplete(pgstore.New(pool, &pgstore.Options{Table: b.db.schema + "." + loggedTable}))},
+		{"LOGGED", claimComplete(pgstore.New(pool, &pgstore.Options{Schema: b.db.loggedSchema()}))},
 	}
 	if b.redis != nil {
 		specs = append(specs, sideSpec{"Redis", claimComplete(redisstore.New(b.redis, nil))})
@@ -107,19 +107,19 @@ func (b *bench) durability(ctx context.Context) error {
 // seedBoth empties both tables (and Redis) and gives them the same keys.
 func (b *bench) seedBoth(ctx context.Context) error {
 	pool := b.db.pool
-	if _, err := pool.Exec(ctx, "TRUNCATE idempotency_keys, "+loggedTable); err != nil {
+	if _, err := pool.Exec(ctx, "TRUNCATE idempotency_keys, "+b.db.loggedTable()); err != nil {
 		return err
 	}
 	if _, err := fillKeys(ctx, pool, "idempotency_keys", 0, durabilitySeed, false); err != nil {
 		return err
 	}
-	if _, err := pool.Exec(ctx, "INSERT INTO "+loggedTable+" SELECT * FROM idempotency_keys"); err != nil {
+	if _, err := pool.Exec(ctx, "INSERT INTO "+b.db.loggedTable()+" SELECT * FROM idempotency_keys"); err != nil {
 		return err
 	}
 	if _, err := pool.Exec(ctx, "VACUUM ANALYZE idempotency_keys"); err != nil {
 		return err
 	}
-	if _, err := pool.Exec(ctx, "VACUUM ANALYZE "+loggedTable); err != nil {
+	if _, err := pool.Exec(ctx, "VACUUM ANALYZE "+b.db.loggedTable()); err != nil {
 		return err
 	}
 	if b.redis != nil {

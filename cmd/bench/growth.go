@@ -66,7 +66,7 @@ func (b *bench) growth(ctx context.Context) error {
 	res := &GrowthResult{}
 	b.res.Growth = res
 	pool := b.db.pool
-	if _, err := pool.Exec(ctx, "TRUNCATE idempotency_keys, "+loggedTable); err != nil {
+	if _, err := pool.Exec(ctx, "TRUNCATE idempotency_keys, "+b.db.loggedTable()); err != nil {
 		return err
 	}
 	claimPool, err := b.db.newPool(ctx, 2)

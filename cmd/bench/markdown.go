@@ -90,7 +90,7 @@ func (b *bench) markdown(plots map[string]string) string {
 
 	if d := r.Durability; d != nil {
 		p("## 2. ADR 009's premise: UNLOGGED against LOGGED\n\n")
-		p("Claim of a new key followed by its completion (the store's part of a first request), through pgstore, on `idempotency_keys` (UNLOGGED) and on a LOGGED copy made with `CREATE TABLE … (LIKE idempotency_keys INCLUDING ALL)`, with `synchronous_commit = %s` and `fsync = %s`. Both tables are emptied and given the same %d keys before each level. Redis (persistence off) is shown beside them; it starts each level empty.\n\n",
+		p("Claim of a new key followed by its completion (the store's part of a first request), through pgstore, on `idempotency_keys` (UNLOGGED) and on a LOGGED copy (the same migrations applied in a schema of their own, then `ALTER TABLE … SET LOGGED`, so that it has its own claim function), with `synchronous_commit = %s` and `fsync = %s`. Both tables are emptied and given the same %d keys before each level. Redis (persistence off) is shown beside them; it starts each level empty.\n\n",
 			r.Postgres["synchronous_commit"], r.Postgres["fsync"], d.SeedRows)
 		for _, l := range d.Levels {
 			plural := "s"

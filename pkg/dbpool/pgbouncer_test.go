@@ -104,8 +104,8 @@ func TestQueryModeThroughTransactionPooling(t *testing.T) {
 // TestStoreConformanceThroughPgBouncer runs the idempotency store's
 // conformance suite on pools from dbpool.New that go through pgbouncer in
 // transaction pooling mode, one pool per case as one per execution
-// environment. The table is named with its schema, so no search_path (a
-// startup parameter pgbouncer would refuse) is needed.
+// environment. The store names its schema, so no search_path (a startup
+// parameter pgbouncer would refuse) is needed.
 func TestStoreConformanceThroughPgBouncer(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
@@ -114,13 +114,12 @@ func TestStoreConformanceThroughPgBouncer(t *testing.T) {
 	server, err := pgx.ParseConfig(serverURL)
 	require.NoError(t, err)
 	b := pgtest.PgBouncerFor(t, serverURL, pgtest.PgBouncerOptions{})
-	table := db.Schema + "." + pgstore.DefaultTable
 
 	storeVia := func(t *testing.T, b *pgtest.PgBouncer) idempotency.Store {
 		pool, err := dbpool.New(context.Background(), dbpool.Config{Auth: dbpool.AuthURL, URL: b.URL("postgres", server.Database)})
 		require.NoError(t, err)
 		t.Cleanup(pool.Close)
-		return pgstore.New(pool, &pgstore.Options{Table: table})
+		return pgstore.New(pool, &pgstore.Options{Schema: db.Schema})
 	}
 	storetest.RunWithOptions(t, func(t *testing.T) idempotency.Store {
 		return storeVia(t, b)

@@ -22,23 +22,23 @@ func TestUpDownUp(t *testing.T) {
 
 	applied, err := migrate.Up(ctx, db.Pool)
 	require.NoError(t, err)
-	require.Len(t, applied, 3)
+	require.Len(t, applied, 4)
 	requireTables(t, db, "idempotency_keys", "tasks")
 
 	rolledBack, err := migrate.Reset(ctx, db.Pool)
 	require.NoError(t, err)
-	require.Len(t, rolledBack, 3)
+	require.Len(t, rolledBack, 4)
 	requireTables(t, db)
 	require.Zero(t, countJobs(t, db), "down must unschedule the schema's jobs")
 
 	applied, err = migrate.Up(ctx, db.Pool)
 	require.NoError(t, err)
-	require.Len(t, applied, 3)
+	require.Len(t, applied, 4)
 	requireTables(t, db, "idempotency_keys", "tasks")
 
 	v, err := migrate.Version(ctx, db.Pool)
 	require.NoError(t, err)
-	require.EqualValues(t, 3, v)
+	require.EqualValues(t, 4, v)
 
 	again, err := migrate.Up(ctx, db.Pool)
 	require.NoError(t, err)

@@ -2,16 +2,15 @@ package pgstore_test
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/migrations"
 	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
+	"github.com/ichido/ichido/pkg/migrate"
 	"github.com/ichido/ichido/pkg/pgtest"
 )
 
@@ -21,18 +20,11 @@ func TestServerGone(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cluster, err := pgtest.StartCluster(ctx, pgtest.Options{Dir: t.TempDir() + "/data", NoCron: true})
+	cluster, err := pgtest.StartCluster(ctx, pgtest.Options{Dir: t.TempDir() + "/data"})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = cluster.Destroy() })
-
-	// The key table alone (the purge migration needs pg_cron, which this
-	// cluster leaves out).
-	ddl, err := migrations.FS.ReadFile("00002_idempotency_keys.sql")
-	require.NoError(t, err)
-	up, _, found := strings.Cut(string(ddl), "-- +goose Down")
-	require.True(t, found)
 	pool := newPool(t, cluster.URL("")+"&connect_timeout=5", nil)
-	_, err = pool.Exec(ctx, up)
+	_, err = migrate.Up(ctx, pool)
 	require.NoError(t, err)
 
 	st := pgstore.New(pool, nil)

@@ -3,10 +3,11 @@
 //
 // Each Store method is one statement, one round trip:
 //
-//   - Claim is an INSERT … ON CONFLICT (user_id, key) DO UPDATE whose SET
-//     changes the row only when the existing record is expired or its lease
-//     ran out (a takeover) and otherwise writes it back unchanged, so that the
-//     statement always returns the row that now holds the key, including a
+//   - Claim calls the function idempotency_claim (migrations/00004): it
+//     returns the record that counts as present, if there is one, without
+//     writing anything (a replay, a 409, a 422), and otherwise inserts the
+//     claim with an INSERT … ON CONFLICT DO UPDATE that takes over an expired
+//     record and always returns the row that now holds the key, including a
 //     row that a concurrent claim committed while this one waited.
 //   - Complete is an UPDATE fenced by the owner token and the in-progress
 //     status.
@@ -30,7 +31,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgerrcode"
@@ -41,16 +41,13 @@ import (
 	"github.com/ichido/ichido/pkg/idempotency"
 )
 
-// DefaultTable is the table a Store uses when Options.Table is empty.
-const DefaultTable = "idempotency_keys"
-
 // Options configures a Store. A nil *Options means all defaults.
 type Options struct {
-	// Table is the table holding the records, optionally qualified by its
-	// schema ("ops.idempotency_keys"); unqualified names follow the
-	// connection's search_path. It must have the columns of
-	// migrations/00002_idempotency_keys.sql. Defaults to "idempotency_keys".
-	Table string
+	// Schema is the schema that holds the idempotency_keys table and the
+	// idempotency_claim function, as the migrations create them there.
+	// Defaults to "", which follows the connection's search_path (public in
+	// a deployment).
+	Schema string
 }
 
 // Store is an idempotency.Store on PostgreSQL. It is safe for concurrent use.
@@ -72,11 +69,11 @@ var _ idempotency.Store = (*Store)(nil)
 // configuration (query exec mode, connection limits, authentication) is
 // left as it is.
 func New(pool *pgxpool.Pool, opts *Options) *Store {
-	table := DefaultTable
-	if opts != nil && opts.Table != "" {
-		table = opts.Table
+	qualify := func(name string) string { return pgx.Identifier{name}.Sanitize() }
+	if opts != nil && opts.Schema != "" {
+		qualify = func(name string) string { return pgx.Identifier{opts.Schema, name}.Sanitize() }
 	}
-	return &Store{db: pool, sql: newStatements(pgx.Identifier(strings.Split(table, ".")).Sanitize())}
+	return &Store{db: pool, sql: newStatements(qualify("idempotency_keys"), qualify("idempotency_claim"))}
 }
 
 // statements holds the three statements, with the table name filled in.
@@ -89,37 +86,12 @@ type statements struct {
 const recordColumns = `k.key, k.user_id::text, k.request_hash, k.status, k.response_body::text,
 	k.status_code, k.owner, k.lease_expires_at, k.created_at, k.expires_at`
 
-func newStatements(table string) statements {
-	// takeover is true when the record in the table counts as absent: expired,
-	// or in progress with a lease that ran out. $5 is the caller's Now. Every
-	// SET expression reads the row as it was before the update, so the
-	// condition gives the same answer in each of them.
-	const takeover = `(k.expires_at <= $5 OR (k.status = 'in_progress' AND k.lease_expires_at <= $5))`
-	set := func(col, value string) string {
-		return fmt.Sprintf("%s = CASE WHEN %s THEN %s ELSE k.%s END", col, takeover, value, col)
-	}
+func newStatements(table, claim string) statements {
 	return statements{
-		// One statement, one round trip. The DO UPDATE is unconditional on
-		// purpose: with a WHERE that excluded the live record, RETURNING would
-		// give nothing on a conflict, and a second statement reading the row
-		// would miss one committed by a concurrent claim after its snapshot.
-		// ON CONFLICT DO UPDATE instead waits for a concurrent insert of the
-		// same key, locks the committed row and returns it.
-		claim: `INSERT INTO ` + table + ` AS k
-	(key, user_id, request_hash, status, owner, lease_expires_at, created_at, expires_at)
-VALUES ($1::text, $2::uuid, $3::text, 'in_progress', $4::text, $6::timestamptz, $5::timestamptz, $7::timestamptz)
-ON CONFLICT (user_id, key) DO UPDATE SET
-	` + strings.Join([]string{
-			set("request_hash", "excluded.request_hash"),
-			set("status", "excluded.status"),
-			set("response_body", "NULL"),
-			set("status_code", "NULL"),
-			set("owner", "excluded.owner"),
-			set("lease_expires_at", "excluded.lease_expires_at"),
-			set("created_at", "excluded.created_at"),
-			set("expires_at", "excluded.expires_at"),
-		}, ",\n\t") + `
-RETURNING ` + recordColumns,
+		// One statement, one round trip; see migrations/00004 for why the
+		// claim is a function, and ADR 0015.
+		claim: `SELECT ` + recordColumns + ` FROM ` + claim + `($1::text, $2::uuid, $3::text, $4::text,
+	$5::timestamptz, $6::timestamptz, $7::timestamptz) AS k`,
 
 		// Fenced by owner and status only: a lease that ran out without
 		// anybody taking the record over still lets its owner complete it,
@@ -239,8 +211,8 @@ func storeError(ctx context.Context, op string, err error) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code {
-		case pgerrcode.UndefinedTable, pgerrcode.UndefinedColumn:
-			err = fmt.Errorf("the idempotency table is missing or outdated (apply the migrations): %w", err)
+		case pgerrcode.UndefinedTable, pgerrcode.UndefinedColumn, pgerrcode.UndefinedFunction, pgerrcode.InvalidSchemaName:
+			err = fmt.Errorf("the idempotency table or its claim function is missing or outdated (apply the migrations): %w", err)
 		case pgerrcode.ReadOnlySQLTransaction:
 			err = fmt.Errorf("the server is read-only; the idempotency table lives on the writer: %w", err)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/ichido/ichido/pkg/idempotency/idempotencytest"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
 	"github.com/ichido/ichido/pkg/idempotency/storetest"
+	"github.com/ichido/ichido/pkg/migrate"
 	"github.com/ichido/ichido/pkg/pgtest"
 )
 
@@ -201,23 +202,36 @@ func TestTakeoverOfExpiredRows(t *testing.T) {
 	}
 }
 
-func TestTableOption(t *testing.T) {
+// TestSchemaOption: a Store configured with a schema keeps its records in
+// that schema's table, whatever the connection's search_path, and a schema
+// without the migrations gives a StoreError that says what to do.
+func TestSchemaOption(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
 	ctx := context.Background()
-	_, err := db.Pool.Exec(ctx, `CREATE UNLOGGED TABLE "other keys" (LIKE idempotency_keys INCLUDING ALL)`)
+	other := "Other_" + db.Schema // mixed case: the name must be quoted
+	base, err := pgtest.SharedURL(ctx)
 	require.NoError(t, err)
-	st := pgstore.New(db.Pool, &pgstore.Options{Table: db.Schema + ".other keys"})
+	_, err = db.Pool.Exec(ctx, `CREATE SCHEMA "`+other+`"`)
+	require.NoError(t, err)
+	t.Cleanup(func() { pgtest.DropSchema(context.Background(), base, other) })
+	otherURL, err := pgtest.WithSearchPath(base, `"`+other+`"`)
+	require.NoError(t, err)
+	_, err = migrate.Up(ctx, newPool(t, otherURL, nil))
+	require.NoError(t, err)
+
+	st := pgstore.New(db.Pool, &pgstore.Options{Schema: other})
 	now := time.Now()
 	ref := idempotency.Ref{UserID: uuid.NewString(), Key: uuid.NewString(), Owner: "o"}
 	res, err := st.Claim(ctx, idempotency.Claim{Ref: ref, RequestHash: "h", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)})
 	require.NoError(t, err)
 	require.True(t, res.Claimed)
+	require.NoError(t, st.Complete(ctx, idempotency.Completion{Ref: ref, Response: idempotency.StoredResponse{StatusCode: 201, Body: "{}"}, Now: now, ExpiresAt: now.Add(time.Hour)}))
 	var n int
-	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM "other keys") * 10 + (SELECT count(*) FROM idempotency_keys)`).Scan(&n))
-	require.Equal(t, 10, n, "the record is in the configured table only")
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM "`+other+`".idempotency_keys WHERE status = 'completed') * 10 + (SELECT count(*) FROM idempotency_keys)`).Scan(&n))
+	require.Equal(t, 10, n, "the record is in the configured schema only")
 
-	missing := pgstore.New(db.Pool, &pgstore.Options{Table: "no_such_table"})
+	missing := pgstore.New(db.Pool, &pgstore.Options{Schema: "no_such_schema"})
 	_, err = missing.Claim(ctx, idempotency.Claim{Ref: ref, RequestHash: "h", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)})
 	var se *idempotency.StoreError
 	require.ErrorAs(t, err, &se)
