@@ -220,6 +220,6 @@ func render(rows []row, started time.Time, testArgs, fuzzArgs []string, testErr 
 	b.WriteString("\n## Decisions these runs rest on\n\n" +
 		"- ADR 0070: how the reliability cases are run (worker processes, spy, private clusters) and what they do not cover.\n" +
 		"- ADR 0071: answers to oversized bodies and to bytes that are not UTF-8 under a JSON content type.\n" +
-		"- ADR 0072: after the key table is lost, the same key with another body is answered 422 and that answer is then the key's record.\n")
+		"- ADR 0072: after the key table is lost, the same key with another body is answered 422, and that answer is not stored, so the original request's retry still gets its task.\n")
 	return b.String()
 }
