@@ -104,6 +104,14 @@
 // commit in which a crash leaves the work done and the key in progress
 // until its lease runs out.
 //
+// # Answers that must not be stored
+//
+// A handler that learns from its own data that the key is not the current
+// request's to keep (a task row already records the key with another
+// request's fingerprint, after the key store was lost) calls DoNotStore
+// before answering: its answer is returned but not stored, and the record is
+// released, so that the request the key belongs to still gets its answer.
+//
 // # Observability
 //
 // Each protected request writes one JSON log line to Config.Logger (message
