@@ -16,12 +16,12 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/ichido/ichido/pkg/capture"
 	"github.com/ichido/ichido/pkg/dbpool"
 	"github.com/ichido/ichido/pkg/pgtest"
 )
@@ -209,7 +209,7 @@ func (b *bench) coldRun(ctx context.Context, rie, bootstrap, dir string) (ColdRu
 		return r, err
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(port)
-	var stdout lockedBuffer
+	var stdout capture.Buffer
 	cmd := exec.Command(rie, "--log-level", "error",
 		"--runtime-interface-emulator-address", addr,
 		"--runtime-api-address", "127.0.0.1:"+strconv.Itoa(apiPort),
@@ -295,22 +295,4 @@ func cleanEnv() []string {
 		env = append(env, kv)
 	}
 	return env
-}
-
-// lockedBuffer is a bytes.Buffer safe for the emulator's two output pipes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ichido/ichido/pkg/capture"
 	"github.com/ichido/ichido/pkg/localapi"
 	"github.com/ichido/ichido/pkg/pgtest"
 	"github.com/ichido/ichido/pkg/samtemplate"
@@ -23,8 +24,8 @@ import (
 // server is the command running in the test, on a free loopback port.
 type server struct {
 	base      string
-	accessLog *syncBuffer
-	stdout    *syncBuffer
+	accessLog *capture.Buffer
+	stdout    *capture.Buffer
 	stop      func() error
 }
 
@@ -36,7 +37,7 @@ func startServer(t *testing.T) *server {
 	env := map[string]string{"DATABASE_URL": db.URL, "LOG_LEVEL": "error"}
 	ctx, cancel := context.WithCancel(context.Background())
 	outR, outW := io.Pipe()
-	s := &server{accessLog: &syncBuffer{}, stdout: &syncBuffer{}}
+	s := &server{accessLog: &capture.Buffer{}, stdout: &capture.Buffer{}}
 	done := make(chan error, 1)
 	go func() {
 		err := run(ctx, []string{"-addr", "127.0.0.1:0", "-template", filepath.Join("..", "..", "template.yaml")},
@@ -286,23 +287,6 @@ func TestRefusesPublicAddress(t *testing.T) {
 		err := run(context.Background(), []string{"-addr", addr}, func(string) string { return "" }, io.Discard, io.Discard)
 		require.ErrorIs(t, err, localapi.ErrNotLoopback, addr)
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func TestTemplateCORS(t *testing.T) {

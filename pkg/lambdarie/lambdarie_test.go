@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ichido/ichido/pkg/lambdarie"
+
+	"github.com/ichido/ichido/pkg/capture"
 )
 
 // TestEmulator runs a real bootstrap (a test function built here) under the
@@ -24,7 +26,7 @@ func TestEmulator(t *testing.T) {
 	require.NoError(t, err)
 
 	t.Setenv("LAMBDARIE_CALLER_ONLY", "leaked")
-	var logs syncBuffer
+	var logs capture.Buffer
 	emu, err := lambdarie.Start(ctx, lambdarie.Options{
 		Bootstrap:    bootstrap,
 		RIE:          rie,

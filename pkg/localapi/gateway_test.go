@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ichido/ichido/pkg/capture"
 	"github.com/ichido/ichido/pkg/localapi"
 )
 
@@ -626,7 +627,7 @@ func TestBodyLimit(t *testing.T) {
 
 func TestAccessLog(t *testing.T) {
 	t.Parallel()
-	var buf syncBuffer
+	var buf capture.Buffer
 	f := &fake{resp: events.APIGatewayV2HTTPResponse{StatusCode: 201, Body: `{"id":"1"}`}}
 	srv := serve(t, taskRoutes, f, &buf)
 
@@ -644,23 +645,6 @@ func TestAccessLog(t *testing.T) {
 	require.Regexp(t, `^127\.0\.0\.1 - - \[\d\d/\w{3}/\d{4}:\d\d:\d\d:\d\d \+0000\] "POST /tasks\?x=1 HTTP/1\.1" 201 10 `+
 		regexp.QuoteMeta(resp.Header.Get("Apigw-Requestid"))+` CreateTaskFunction \S+$`, lines[0])
 	require.Regexp(t, `"GET /tasks HTTP/1\.1" 401 26 \S+ - \S+$`, lines[1])
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func TestCheckLoopback(t *testing.T) {

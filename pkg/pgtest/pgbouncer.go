@@ -1,7 +1,6 @@
 package pgtest
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -17,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ichido/ichido/pkg/capture"
 )
 
 // PgBouncerPackage is the Debian package that provides pgbouncer.
@@ -47,7 +48,7 @@ type PgBouncer struct {
 	Dir string
 
 	cmd    *exec.Cmd
-	output *lockedBuffer
+	output *capture.Buffer
 	exited chan struct{}
 	once   sync.Once
 }
@@ -125,7 +126,7 @@ func StartPgBouncer(ctx context.Context, opts PgBouncerOptions) (*PgBouncer, err
 		}
 	}
 
-	b := &PgBouncer{Port: port, Dir: dir, output: &lockedBuffer{}, exited: make(chan struct{})}
+	b := &PgBouncer{Port: port, Dir: dir, output: &capture.Buffer{}, exited: make(chan struct{})}
 	b.cmd = exec.Command(bin, filepath.Join(dir, "pgbouncer.ini"))
 	b.cmd.Dir = dir
 	b.cmd.Stdout, b.cmd.Stderr = b.output, b.output
@@ -232,22 +233,4 @@ func pgbouncerBinary(ctx context.Context) (string, error) {
 		return p, nil
 	}
 	return "", fmt.Errorf("pgtest: %s installed, but the pgbouncer program is still missing", PgBouncerPackage)
-}
-
-// lockedBuffer collects a child's output while it runs.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
 }

@@ -1,7 +1,6 @@
 package taskfn
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,13 +9,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ichido/ichido/pkg/capture"
 	"github.com/ichido/ichido/pkg/dbpool"
 	"github.com/ichido/ichido/pkg/idempotency/redisstore"
 	"github.com/ichido/ichido/pkg/pgtest"
@@ -37,24 +36,6 @@ func urlEnv(url string, changes map[string]string) func(string) string {
 		vars[k] = v
 	}
 	return envOf(vars)
-}
-
-// syncBuffer collects what the functions log, written from any goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // event reads a sample event of events/, the files sam local invoke uses.
@@ -97,7 +78,7 @@ func problemCode(t *testing.T, resp events.APIGatewayV2HTTPResponse) string {
 func TestBuildURLMode(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
-	var out syncBuffer
+	var out capture.Buffer
 	f, err := build(context.Background(), urlEnv(db.URL, map[string]string{"LOG_LEVEL": "debug"}), &out)
 	require.NoError(t, err)
 	t.Cleanup(f.Close)

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ichido/ichido/pkg/apigw"
+	"github.com/ichido/ichido/pkg/capture"
 	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/problem"
 )
@@ -50,8 +51,8 @@ type env struct {
 	p       payload
 	store   *faultyStore
 	clock   *fakeClock
-	logs    *syncBuffer
-	metrics *syncBuffer
+	logs    *capture.Buffer
+	metrics *capture.Buffer
 	runs    atomic.Int32
 	user    string
 	key     string
@@ -63,8 +64,8 @@ func newEnv(t *testing.T, p payload, store idempotency.Store) *env {
 		p:       p,
 		store:   &faultyStore{inner: store},
 		clock:   newFakeClock(),
-		logs:    &syncBuffer{},
-		metrics: &syncBuffer{},
+		logs:    &capture.Buffer{},
+		metrics: &capture.Buffer{},
 		user:    uuid.NewString(),
 		key:     uuid.NewString(),
 	}
@@ -123,7 +124,7 @@ func (e *env) do(inv invoker, r request) apigw.Response {
 // outcomes returns the outcome of every decorator log line so far.
 func (e *env) outcomes() []string {
 	var out []string
-	for _, line := range e.logs.lines(e.t) {
+	for _, line := range jsonLines(e.t, e.logs) {
 		if line["msg"] == "idempotency" {
 			out = append(out, fmt.Sprint(line["outcome"]))
 		}
@@ -134,7 +135,7 @@ func (e *env) outcomes() []string {
 // requireMetric checks that an EMF line counted outcome in namespace ichido.
 func (e *env) requireMetric(outcome string) {
 	e.t.Helper()
-	for _, line := range e.metrics.lines(e.t) {
+	for _, line := range jsonLines(e.t, e.metrics) {
 		if line[outcome] != float64(1) {
 			continue
 		}
@@ -148,7 +149,7 @@ func (e *env) requireMetric(outcome string) {
 		require.Contains(e.t, d["Metrics"], map[string]any{"Name": outcome, "Unit": "Count"})
 		return
 	}
-	require.Failf(e.t, "no EMF line counts the outcome", "outcome %q, metric lines %v", outcome, e.metrics.lines(e.t))
+	require.Failf(e.t, "no EMF line counts the outcome", "outcome %q, metric lines %v", outcome, jsonLines(e.t, e.metrics))
 }
 
 // requireProblem checks an RFC 9457 problem response with a stable code and
@@ -207,7 +208,7 @@ var cases = []behaviourCase{
 	{"the log line names key, user, method, path and store latency", func(t *testing.T, e *env) {
 		inv := e.wrap(e.respond(http.StatusCreated))
 		e.do(inv, e.post(`{}`))
-		lines := e.logs.lines(t)
+		lines := jsonLines(t, e.logs)
 		require.Len(t, lines, 1)
 		line := lines[0]
 		require.Equal(t, "idempotency", line["msg"])

@@ -29,21 +29,12 @@ func TestDecoratorRoundTrips(t *testing.T) {
 	h, err := idempotency.Wrap(func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 		runs++
 		return events.APIGatewayV2HTTPResponse{StatusCode: 201, Headers: map[string]string{"Content-Type": "application/json"}, Body: `{"id":"1"}`}, nil
-	}, idempotency.Config{Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: io.Discard})
+	}, quiet(idempotency.Config{Store: st}))
 	require.NoError(t, err)
 
+	user := uuid.NewString()
 	req := func(method string) events.APIGatewayV2HTTPRequest {
-		return events.APIGatewayV2HTTPRequest{
-			RawPath: "/tasks",
-			Headers: map[string]string{"idempotency-key": "8e03978e-40d5-43e8-bc93-6894a57f9324"},
-			Body:    `{"title":"x"}`,
-			RequestContext: events.APIGatewayV2HTTPRequestContext{
-				HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: method, Path: "/tasks"},
-				Authorizer: &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
-					JWT: &events.APIGatewayV2HTTPRequestContextAuthorizerJWTDescription{Claims: map[string]string{"sub": uuid.NewString()}},
-				},
-			},
-		}
+		return protectedRequest(method, "/tasks", user, "8e03978e-40d5-43e8-bc93-6894a57f9324", `{"title":"x"}`)
 	}
 	first := req(http.MethodPost)
 	resp, err := h(context.Background(), first)
@@ -61,4 +52,27 @@ func TestDecoratorRoundTrips(t *testing.T) {
 	_, err = h(context.Background(), req(http.MethodGet))
 	require.NoError(t, err)
 	require.Zero(t, counter.take(), "a GET never touches the store")
+}
+
+// protectedRequest returns an HTTP API (v2) request as API Gateway hands it
+// over after its JWT authorizer accepted user's token.
+func protectedRequest(method, path, user, key, body string) events.APIGatewayV2HTTPRequest {
+	return events.APIGatewayV2HTTPRequest{
+		RawPath: path,
+		Headers: map[string]string{"idempotency-key": key},
+		Body:    body,
+		RequestContext: events.APIGatewayV2HTTPRequestContext{
+			HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: method, Path: path},
+			Authorizer: &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
+				JWT: &events.APIGatewayV2HTTPRequestContextAuthorizerJWTDescription{Claims: map[string]string{"sub": user}},
+			},
+		},
+	}
+}
+
+// quiet sends the decorator's log and metric lines nowhere.
+func quiet(cfg idempotency.Config) idempotency.Config {
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfg.Metrics = io.Discard
+	return cfg
 }

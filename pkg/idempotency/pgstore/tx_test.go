@@ -3,8 +3,6 @@ package pgstore_test
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -132,18 +130,10 @@ func TestAtomicCompletionThroughWrap(t *testing.T) {
 		}
 		return resp, nil
 	}
-	wrapped, err := idempotency.Wrap(handler, idempotency.Config{Store: st, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: io.Discard})
+	wrapped, err := idempotency.Wrap(handler, quiet(idempotency.Config{Store: st}))
 	require.NoError(t, err)
 
-	user, key := uuid.NewString(), uuid.NewString()
-	req := events.APIGatewayV2HTTPRequest{
-		RawPath: "/orders", Body: `{"a":1}`,
-		Headers: map[string]string{"idempotency-key": key},
-		RequestContext: events.APIGatewayV2HTTPRequestContext{
-			HTTP:       events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: "POST", Path: "/orders"},
-			Authorizer: &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{JWT: &events.APIGatewayV2HTTPRequestContextAuthorizerJWTDescription{Claims: map[string]string{"sub": user}}},
-		},
-	}
+	req := protectedRequest("POST", "/orders", uuid.NewString(), uuid.NewString(), `{"a":1}`)
 
 	counter.n.Store(0)
 	first, err := wrapped(ctx, req)
