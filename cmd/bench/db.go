@@ -25,6 +25,12 @@ var privateSettings = map[string]string{
 	"full_page_writes":   "on",
 	"shared_buffers":     "'1GB'",
 	"max_wal_size":       "'2GB'",
+	// pg_stat_statements gives the server's planning and execution time
+	// per statement (section hotpath); top-level statements only, whose
+	// time includes that of the functions they call.
+	"shared_preload_libraries":          "'pg_cron,pg_stat_statements'",
+	"pg_stat_statements.track":          "top",
+	"pg_stat_statements.track_planning": "on",
 }
 
 // loggedSuffix names the schema of the LOGGED copy of idempotency_keys that

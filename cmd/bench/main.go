@@ -13,7 +13,7 @@
 //
 // Usage:
 //
-//	go run ./cmd/bench [-quick] [-out dir] [-only floor,durability,e2e,growth,coldstart]
+//	go run ./cmd/bench [-quick] [-out dir] [-only fingerprint,floor,hotpath,delay,durability,e2e,coldstart,growth]
 //
 // A quick run (short loops, small tables) checks the harness end to end and
 // writes to .local/bench/ unless -out says otherwise, so that its numbers
@@ -64,10 +64,11 @@ type config struct {
 	purgeReps                                 int
 	coldRuns                                  int
 	maxOps                                    int
+	before                                    string
 }
 
 // sections in the order they run. growth runs last: it fills the table.
-var sections = []string{"floor", "durability", "e2e", "coldstart", "growth"}
+var sections = []string{"fingerprint", "floor", "hotpath", "delay", "durability", "e2e", "coldstart", "growth"}
 
 func main() {
 	log.SetFlags(log.Ltime)
@@ -99,6 +100,7 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&cfg.purgeRows, "purge-rows", 0, "expired keys purged per purge run (default 1000000; quick 100000)")
 	fs.IntVar(&cfg.purgeReps, "purge-reps", 0, "purge runs (default 3; quick 1)")
 	fs.IntVar(&cfg.coldRuns, "cold-runs", 0, "cold starts under the emulator (default 20; quick 5)")
+	fs.StringVar(&cfg.before, "before", "", "an earlier run's results.json to compare with in a before-and-after section (default: performance/before.json in the output folder, when it exists)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -157,6 +159,11 @@ func parseFlags(args []string) (config, error) {
 	return cfg, nil
 }
 
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
 func setDefault(p *int, v int) {
 	if *p <= 0 {
 		*p = v
@@ -172,6 +179,9 @@ type bench struct {
 	devnull *os.File
 	res     *Results
 	plots   string // folder of the PNGs
+	// before is the -before run, beforeNotes the notes beside it.
+	before      *Results
+	beforeNotes string
 }
 
 func run(ctx context.Context, cfg config) error {
@@ -188,6 +198,17 @@ func run(ctx context.Context, cfg config) error {
 		return err
 	}
 	var err error
+	beforePath := cfg.before
+	if beforePath == "" {
+		if p := filepath.Join(b.plots, "before.json"); fileExists(p) {
+			beforePath = p
+		}
+	}
+	if beforePath != "" {
+		if b.before, b.beforeNotes, err = loadBefore(beforePath); err != nil {
+			return fmt.Errorf("-before: %w", err)
+		}
+	}
 	if b.devnull, err = os.OpenFile(os.DevNull, os.O_WRONLY, 0); err != nil {
 		return err
 	}
@@ -248,8 +269,14 @@ func run(ctx context.Context, cfg config) error {
 
 func (b *bench) section(ctx context.Context, name string) error {
 	switch name {
+	case "fingerprint":
+		return b.fingerprint()
 	case "floor":
 		return b.floor(ctx)
+	case "hotpath":
+		return b.hotPath(ctx)
+	case "delay":
+		return b.delayed(ctx)
 	case "durability":
 		return b.durability(ctx)
 	case "e2e":

@@ -20,11 +20,14 @@ type Results struct {
 	Redis         map[string]string `json:"redis_settings,omitempty"`
 	Noise         Calibration       `json:"noise"`
 
-	Floor      *FloorResult      `json:"floor,omitempty"`
-	Durability *DurabilityResult `json:"durability,omitempty"`
-	EndToEnd   *EndToEndResult   `json:"end_to_end,omitempty"`
-	ColdStart  *ColdStartResult  `json:"cold_start,omitempty"`
-	Growth     *GrowthResult     `json:"growth,omitempty"`
+	Fingerprint *FingerprintResult `json:"fingerprint,omitempty"`
+	Floor       *FloorResult       `json:"floor,omitempty"`
+	HotPath     *HotPathResult     `json:"hot_path,omitempty"`
+	Delay       *DelayResult       `json:"delay,omitempty"`
+	Durability  *DurabilityResult  `json:"durability,omitempty"`
+	EndToEnd    *EndToEndResult    `json:"end_to_end,omitempty"`
+	ColdStart   *ColdStartResult   `json:"cold_start,omitempty"`
+	Growth      *GrowthResult      `json:"growth,omitempty"`
 
 	Targets  []Target `json:"targets"`
 	Failures []string `json:"failures,omitempty"`
@@ -76,26 +79,45 @@ func (r *Results) evaluate() {
 	add := func(item, what, target, value string, ok *bool) {
 		r.Targets = append(r.Targets, Target{item, what, target, value, ok})
 	}
-	floorTargets := func(store, floorName string, ss []Side) {
+	floorTargets := func(store, floorName string, ss []Side, replayMax, firstMax float64) {
 		fl, rep, first := side(ss, floorName), side(ss, "replay"), side(ss, "first request")
+		rt, ft := fmt.Sprintf("≤ %.1f× p50", replayMax), fmt.Sprintf("≤ %.1f× p50", firstMax)
 		if fl == nil || rep == nil || first == nil {
-			add("1", store+": replay vs floor", "≤ 1.3× p50", "", nil)
-			add("1", store+": first request vs floor", "≤ 2.5× p50", "", nil)
+			add("1", store+": replay vs floor", rt, "", nil)
+			add("1", store+": first request vs floor", ft, "", nil)
 			return
 		}
 		rr, fr := ratio(rep.P50Ms, fl.P50Ms), ratio(first.P50Ms, fl.P50Ms)
-		add("1", store+": replay vs "+floorLabel(floorName), "≤ 1.3× p50",
-			fmt.Sprintf("%s p50 (%s p99)", fx(rr), fx(ratio(rep.P99Ms, fl.P99Ms))), met(rr <= 1.3))
-		add("1", store+": first request vs "+floorLabel(floorName), "≤ 2.5× p50",
-			fmt.Sprintf("%s p50 (%s p99)", fx(fr), fx(ratio(first.P99Ms, fl.P99Ms))), met(fr <= 2.5))
+		add("1", store+": replay vs "+floorLabel(floorName), rt,
+			fmt.Sprintf("%s p50 (%s p99)", fx(rr), fx(ratio(rep.P99Ms, fl.P99Ms))), met(rr <= replayMax))
+		add("1", store+": first request vs "+floorLabel(floorName), ft,
+			fmt.Sprintf("%s p50 (%s p99)", fx(fr), fx(ratio(first.P99Ms, fl.P99Ms))), met(fr <= firstMax))
 	}
 	if r.Floor != nil {
-		floorTargets("PostgreSQL", "floor (SELECT 1)", r.Floor.Postgres)
+		floorTargets("PostgreSQL", "floor (SELECT 1)", r.Floor.Postgres, 1.5, 3)
 		if r.Floor.Redis != nil {
-			floorTargets("Redis", "floor (PING)", r.Floor.Redis)
+			floorTargets("Redis", "floor (PING)", r.Floor.Redis, 1.5, 2.5)
 		}
 	} else {
-		floorTargets("PostgreSQL", "floor (SELECT 1)", nil)
+		floorTargets("PostgreSQL", "floor (SELECT 1)", nil, 1.5, 3)
+	}
+	if h := r.HotPath; h != nil && len(h.Modes) > 0 && h.Modes[0].Replay != nil && h.Modes[0].First != nil {
+		m := h.Modes[0]
+		add("1", "PostgreSQL server time per replay ("+m.Mode+" mode, planning + execution)", "≤ 15 µs",
+			fmt.Sprintf("%.1f µs (%.1f + %.1f)", m.Replay.TotalUs, m.Replay.PlanUs, m.Replay.ExecUs), met(m.Replay.TotalUs <= 15))
+		add("1", "PostgreSQL server time per first request ("+m.Mode+" mode)", "≤ 60 µs",
+			fmt.Sprintf("%.1f µs (%.1f + %.1f)", m.First.TotalUs, m.First.PlanUs, m.First.ExecUs), met(m.First.TotalUs <= 60))
+	} else {
+		add("1", "PostgreSQL server time per replay", "≤ 15 µs", "", nil)
+		add("1", "PostgreSQL server time per first request", "≤ 60 µs", "", nil)
+	}
+	if h := r.HotPath; h != nil && side(h.Throughput8, "replay") != nil && side(h.Throughput8, "floor (SELECT 1)") != nil {
+		rep, fl := side(h.Throughput8, "replay"), side(h.Throughput8, "floor (SELECT 1)")
+		x := ratio(rep.Throughput, fl.Throughput)
+		add("1", "8 clients: replay throughput vs `SELECT 1`", "≥ 0.4×",
+			fmt.Sprintf("%s (%.0f vs %.0f req/s)", fx(x), rep.Throughput, fl.Throughput), met(x >= 0.4))
+	} else {
+		add("1", "8 clients: replay throughput vs `SELECT 1`", "≥ 0.4×", "", nil)
 	}
 
 	if d := r.Durability; d != nil && len(d.Levels) > 0 {

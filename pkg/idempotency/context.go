@@ -38,16 +38,22 @@ func NewContext(ctx context.Context, info Info) context.Context {
 // the invocation's deadline plus margin, never later than now + maxLease.
 // With no deadline the lease is now + maxLease; a deadline at or before now
 // gives a lease that has already run out (now), never an unbounded one.
-func leaseUntil(ctx context.Context, now time.Time, margin, maxLease time.Duration) time.Time {
+//
+// The deadline is on the process's own clock (Lambda sets it from
+// time.Now), which wall is when that clock read; the time left until it is
+// added to now, which is on Config.Clock, so that an injected clock and
+// the deadline agree.
+func leaseUntil(ctx context.Context, now, wall time.Time, margin, maxLease time.Duration) time.Time {
 	limit := now.Add(maxLease)
 	deadline, ok := ctx.Deadline()
 	if !ok {
 		return limit
 	}
-	if !deadline.After(now) {
+	left := deadline.Sub(wall)
+	if left <= 0 {
 		return now
 	}
-	if lease := deadline.Add(margin); lease.Before(limit) {
+	if lease := now.Add(left + margin); lease.Before(limit) {
 		return lease
 	}
 	return limit

@@ -34,7 +34,7 @@ func TestLeaseUntil(t *testing.T) {
 				ctx, cancel = context.WithDeadline(ctx, tc.deadline)
 				defer cancel()
 			}
-			require.Equal(t, tc.want, leaseUntil(ctx, now, margin, maxLease))
+			require.Equal(t, tc.want, leaseUntil(ctx, now, now, margin, maxLease))
 		})
 	}
 }

@@ -99,7 +99,7 @@ func serve[Req apigw.AnyRequest, Resp apigw.AnyResponse](ctx context.Context, d 
 		Ref:         ref,
 		RequestHash: hash,
 		Now:         now,
-		LeaseUntil:  leaseUntil(ctx, now, d.cfg.LeaseMargin, d.cfg.MaxLease),
+		LeaseUntil:  leaseUntil(ctx, now, time.Now(), d.cfg.LeaseMargin, d.cfg.MaxLease),
 		ExpiresAt:   now.Add(d.cfg.TTL),
 	}
 	var res ClaimResult

@@ -107,10 +107,10 @@ func TestClaimCarriesLeaseExpiryAndOwner(t *testing.T) {
 	}))
 	require.NoError(t, err)
 
-	// A Lambda invocation: its request id is the owner, its deadline bounds
-	// the lease.
+	// A Lambda invocation: its request id is the owner, its deadline (on
+	// the real clock) bounds the lease, counted from the injected clock.
 	ctx := lambdacontext.NewContext(context.Background(), &lambdacontext.LambdaContext{AwsRequestID: "req-1"})
-	ctx, cancel := context.WithDeadline(ctx, now.Add(10*time.Second))
+	ctx, cancel := context.WithDeadline(ctx, time.Now().Add(10*time.Second))
 	defer cancel()
 	resp, err := h(ctx, request(userA, keyA))
 	require.NoError(t, err)
@@ -122,7 +122,7 @@ func TestClaimCarriesLeaseExpiryAndOwner(t *testing.T) {
 	require.Equal(t, http.StatusCreated, resp.StatusCode)
 
 	// A deadline already passed gives a lease that has run out at once.
-	past, cancelPast := context.WithDeadline(context.Background(), now.Add(-time.Second))
+	past, cancelPast := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
 	defer cancelPast()
 	_, err = h(past, request(userB, keyA))
 	require.NoError(t, err)
@@ -131,7 +131,8 @@ func TestClaimCarriesLeaseExpiryAndOwner(t *testing.T) {
 	c := store.claims[0]
 	require.Equal(t, idempotency.Ref{UserID: userA, Key: keyA, Owner: "req-1"}, c.Ref)
 	require.Equal(t, now, c.Now)
-	require.Equal(t, now.Add(13*time.Second), c.LeaseUntil)
+	require.WithinDuration(t, now.Add(13*time.Second), c.LeaseUntil, time.Second)
+	require.False(t, c.LeaseUntil.After(now.Add(13*time.Second)))
 	require.Equal(t, now.Add(2*time.Hour), c.ExpiresAt)
 	require.Len(t, c.RequestHash, 64)
 

@@ -1,26 +1,45 @@
-// Package migrate applies the project's embedded migrations (package
-// migrations) with pressly/goose, in the schema of the connection's
-// search_path.
+// Package migrate applies the sample app's migrations in the schema of the
+// connection's search_path: the idempotency key store's own set
+// (pgstore.Migrate, with its pg_cron schedule) and then the app's goose
+// migrations of package migrations (the tasks table).
 //
-// Up checks first that pg_cron can be created, so that a server without it
-// fails with a clear message before any migration is applied.
+// Up checks pg_cron before applying anything: on a server without it, or
+// where pg_cron keeps its jobs in another database (cron.database_name) in
+// which the user cannot schedule the purge, Up fails with a message that
+// says what to do and leaves the database as it was. When the user may,
+// the purge is scheduled from that other database
+// (cron.schedule_in_database), so the app's database need not be the cron
+// database.
 package migrate
 
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 
 	"github.com/ichido/ichido/migrations"
+	"github.com/ichido/ichido/pkg/idempotency/pgstore"
 )
 
-// ErrNoPgCron is returned by Up when the server cannot run pg_cron.
-var ErrNoPgCron = errors.New("migrate: pg_cron is not available on this server")
+var (
+	// ErrNoPgCron is returned by Up when the server cannot run pg_cron
+	// (pgstore.ErrNoPgCron).
+	ErrNoPgCron = pgstore.ErrNoPgCron
+	// ErrCronElsewhere is returned by Up when pg_cron keeps its jobs in
+	// another database where the user cannot schedule the purge
+	// (pgstore.ErrCronElsewhere).
+	ErrCronElsewhere = pgstore.ErrCronElsewhere
+)
+
+// storePrefix names the key store's migrations in a Result.
+const storePrefix = "pgstore/"
 
 // Result is one applied (or rolled back) migration.
 type Result struct {
@@ -28,21 +47,29 @@ type Result struct {
 	Name    string
 }
 
-// Up applies every pending migration and returns those it applied.
+// Up applies every pending migration, the key store's first, and returns
+// those it applied. Nothing is applied when pg_cron cannot schedule the
+// purge (ErrNoPgCron, ErrCronElsewhere).
 func Up(ctx context.Context, pool *pgxpool.Pool) ([]Result, error) {
-	if err := checkPgCron(ctx, pool); err != nil {
-		return nil, err
-	}
-	p, db, err := provider(pool)
+	store, err := pgstore.Migrate(ctx, pool, nil)
 	if err != nil {
 		return nil, err
 	}
+	var out []Result
+	for _, name := range store.Applied {
+		out = append(out, storeResult(name))
+	}
+	p, db, err := provider(pool)
+	if err != nil {
+		return out, err
+	}
 	defer db.Close()
 	res, err := p.Up(ctx)
-	return results(res), err
+	return append(out, results(res)...), err
 }
 
-// Down rolls back the most recent migration.
+// Down rolls back the most recent migration of the app's own set (the key
+// store stays; Reset removes it).
 func Down(ctx context.Context, pool *pgxpool.Pool) ([]Result, error) {
 	p, db, err := provider(pool)
 	if err != nil {
@@ -56,7 +83,8 @@ func Down(ctx context.Context, pool *pgxpool.Pool) ([]Result, error) {
 	return results([]*goose.MigrationResult{r}), err
 }
 
-// Reset rolls back every applied migration.
+// Reset rolls back every applied migration of the app's set, then removes
+// the key store and its pg_cron job (pgstore.Uninstall).
 func Reset(ctx context.Context, pool *pgxpool.Pool) ([]Result, error) {
 	p, db, err := provider(pool)
 	if err != nil {
@@ -64,10 +92,44 @@ func Reset(ctx context.Context, pool *pgxpool.Pool) ([]Result, error) {
 	}
 	defer db.Close()
 	res, err := p.DownTo(ctx, 0)
-	return results(res), err
+	out := results(res)
+	if err != nil {
+		return out, err
+	}
+	store, err := storeVersions(ctx, pool)
+	if err != nil {
+		return out, err
+	}
+	if err := pgstore.Uninstall(ctx, pool, nil); err != nil {
+		return out, err
+	}
+	for i := len(store) - 1; i >= 0; i-- {
+		out = append(out, storeResult(store[i]))
+	}
+	return out, nil
 }
 
-// Version returns the version of the newest applied migration (0 if none).
+// storeVersions lists the key store's applied migrations in the current
+// schema, oldest first (none when it is not there).
+func storeVersions(ctx context.Context, pool *pgxpool.Pool) ([]string, error) {
+	var exists bool
+	if err := pool.QueryRow(ctx, `SELECT to_regclass('idempotency_store_version') IS NOT NULL`).Scan(&exists); err != nil || !exists {
+		return nil, err
+	}
+	rows, err := pool.Query(ctx, `SELECT split_part(name, ' ', 1) FROM idempotency_store_version ORDER BY version`)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+func storeResult(name string) Result {
+	v, _ := strconv.ParseInt(strings.SplitN(name, "_", 2)[0], 10, 64)
+	return Result{Version: v, Name: storePrefix + name}
+}
+
+// Version returns the version of the newest applied migration of the
+// app's own set (0 if none).
 func Version(ctx context.Context, pool *pgxpool.Pool) (int64, error) {
 	p, db, err := provider(pool)
 	if err != nil {
@@ -85,24 +147,6 @@ func provider(pool *pgxpool.Pool) (*goose.Provider, *sql.DB, error) {
 		return nil, nil, fmt.Errorf("migrate: %w", err)
 	}
 	return p, db, nil
-}
-
-func checkPgCron(ctx context.Context, pool *pgxpool.Pool) error {
-	var available, created, preloaded bool
-	err := pool.QueryRow(ctx, `SELECT
-		EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'pg_cron'),
-		EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pg_cron'),
-		current_setting('shared_preload_libraries') LIKE '%pg_cron%'`).Scan(&available, &created, &preloaded)
-	if err != nil {
-		return fmt.Errorf("migrate: checking for pg_cron: %w", err)
-	}
-	switch {
-	case !available:
-		return fmt.Errorf("%w: the extension is not installed (Debian: apt-get install postgresql-15-cron; Aurora: add pg_cron to shared_preload_libraries in the cluster parameter group)", ErrNoPgCron)
-	case !created && !preloaded:
-		return fmt.Errorf("%w: set shared_preload_libraries = 'pg_cron' and cron.database_name to this database, then restart the server", ErrNoPgCron)
-	}
-	return nil
 }
 
 func results(rs []*goose.MigrationResult) []Result {

@@ -650,7 +650,9 @@ var cases = []behaviourCase{
 		require.Equal(t, []string{"store_error"}, e.outcomes())
 	}},
 	{"the invocation deadline bounds the lease", func(t *testing.T, e *env) {
-		ctx, cancel := context.WithDeadline(context.Background(), e.clock.Now().Add(10*time.Second))
+		// The deadline is on the real clock, as Lambda's; the lease is
+		// the time left until it, on the injected clock.
+		ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(10*time.Second))
 		defer cancel()
 		var during []apigw.Response
 		var inv invoker

@@ -70,16 +70,18 @@ func (s *faultyStore) calls() int {
 	return int(s.claims.Load() + s.completes.Load() + s.releases.Load())
 }
 
-// fakeClock is a settable clock. It starts at the real time (truncated to
-// the millisecond) so that a store's own housekeeping, which may use the
-// database's clock, never sees the test's records as long expired.
+// fakeClock is a settable clock. It starts two hours before the real time
+// (truncated to the millisecond) and the cases move it forward by at most a
+// little over an hour: stores decide takeover and expiry against the
+// earlier of the caller's clock and their server's, so the injected clock
+// drives every branch as long as it stays behind the real time.
 type fakeClock struct {
 	mu  sync.Mutex
 	now time.Time
 }
 
 func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Now().UTC().Truncate(time.Millisecond)}
+	return &fakeClock{now: time.Now().Add(-2 * time.Hour).UTC().Truncate(time.Millisecond)}
 }
 
 func (c *fakeClock) Now() time.Time {

@@ -1,27 +1,31 @@
 // Package pgstore keeps idempotency records in PostgreSQL, in the UNLOGGED
-// table idempotency_keys of ADR 009 (see migrations/00002_idempotency_keys.sql).
+// table idempotency_keys of ADR 009, with the key store's own migrations
+// (Migrate, or the plain SQL files of Migrations for another migration
+// tool) in a schema the user chooses.
 //
-// Each Store method is one statement, one round trip:
+// Each Store method is one statement, one round trip, calling a PL/pgSQL
+// function of the migrations (migrations/0003_hot_path_functions.sql):
 //
-//   - Claim calls the function idempotency_claim (migrations/00004): it
-//     returns the record that counts as present, if there is one, without
-//     writing anything (a replay, a 409, a 422), and otherwise inserts the
-//     claim with an INSERT … ON CONFLICT DO UPDATE that takes over an expired
-//     record and always returns the row that now holds the key, including a
-//     row that a concurrent claim committed while this one waited.
-//   - Complete is an UPDATE fenced by the owner token and the in-progress
-//     status.
-//   - Release is a DELETE fenced the same way.
+//   - Claim calls idempotency_key_claim: it returns the record that counts
+//     as present, if there is one, without writing anything (a replay, a
+//     409, a 422), and otherwise inserts the claim or takes over the record
+//     that counts as absent. It returns only what the decorator needs: the
+//     state, the stored fingerprint when it differs, the stored response.
+//   - Complete calls idempotency_key_complete, an UPDATE fenced by the owner
+//     token and the in-progress status.
+//   - Release calls idempotency_key_release, a DELETE fenced the same way.
 //
-// Every time the statements compare against is the caller's (Claim.Now and
-// the times derived from it), never the server's now(), so an injected clock
-// drives every expiry branch.
+// Takeover and expiry are decided against the earlier of the caller's
+// clock (Claim.Now) and the server's: a caller whose clock runs ahead never
+// takes over a lease that is live by the server's clock, and one whose clock
+// runs behind only takes over later. An injected clock set in the past still
+// drives every branch. The stored times are the caller's.
 //
 // The statements keep no session state (no SET, no advisory locks, no
 // SQL-level PREPARE) and work in every pgx query exec mode, so the pool may
 // use QueryExecModeExec or QueryExecModeSimpleProtocol to go through a
-// transaction-pooling proxy (RDS Proxy, PgBouncer). The mode is the pool's
-// business: pgstore never changes it.
+// transaction-pooling proxy (RDS Proxy, PgBouncer); see docs/adr/0025. The
+// mode is the pool's business: pgstore never changes it.
 //
 // The response is kept in response_body (JSONB) as an envelope whose body is
 // a JSON string, so that it replays byte for byte; see docs/adr.
@@ -43,10 +47,9 @@ import (
 
 // Options configures a Store. A nil *Options means all defaults.
 type Options struct {
-	// Schema is the schema that holds the idempotency_keys table and the
-	// idempotency_claim function, as the migrations create them there.
-	// Defaults to "", which follows the connection's search_path (public in
-	// a deployment).
+	// Schema is the schema that holds the key store, as Migrate (or the
+	// migration files) created it there. Defaults to "", which follows the
+	// connection's search_path (public in a deployment).
 	Schema string
 }
 
@@ -57,9 +60,8 @@ type Store struct {
 }
 
 // querier is what a Store needs of a pool; a pgx.Tx has it too, which is how
-// CompleteInTx shares the UPDATE.
+// CompleteInTx shares the completion.
 type querier interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
@@ -73,51 +75,79 @@ func New(pool *pgxpool.Pool, opts *Options) *Store {
 	if opts != nil && opts.Schema != "" {
 		qualify = func(name string) string { return pgx.Identifier{opts.Schema, name}.Sanitize() }
 	}
-	return &Store{db: pool, sql: newStatements(qualify("idempotency_keys"), qualify("idempotency_claim"))}
+	return &Store{db: pool, sql: newStatements(qualify)}
 }
 
-// statements holds the three statements, with the table name filled in.
+// statements holds the three statements, with the schema filled in.
 type statements struct {
 	claim, complete, release string
 }
 
-// recordColumns are the columns a claim returns, in the order scanRecord
-// reads them.
-const recordColumns = `k.key, k.user_id::text, k.request_hash, k.status, k.response_body::text,
-	k.status_code, k.owner, k.lease_expires_at, k.created_at, k.expires_at`
-
-func newStatements(table, claim string) statements {
+// The statements cast every parameter, so that each mode (the exec mode
+// takes parameter types from the Go values, the simple protocol sends text)
+// resolves the same function.
+func newStatements(qualify func(string) string) statements {
 	return statements{
-		// One statement, one round trip; see migrations/00004 for why the
-		// claim is a function, and ADR 0015.
-		claim: `SELECT ` + recordColumns + ` FROM ` + claim + `($1::text, $2::uuid, $3::text, $4::text,
-	$5::timestamptz, $6::timestamptz, $7::timestamptz) AS k`,
-
-		// Fenced by owner and status only: a lease that ran out without
-		// anybody taking the record over still lets its owner complete it,
-		// since nobody else has run the request.
-		complete: `UPDATE ` + table + ` AS k SET
-	status = 'completed', response_body = $4::jsonb, status_code = $5::integer,
-	lease_expires_at = NULL, expires_at = $6::timestamptz
-WHERE k.user_id = $1::uuid AND k.key = $2::text AND k.owner = $3::text AND k.status = 'in_progress'`,
-
-		release: `DELETE FROM ` + table + ` AS k
-WHERE k.user_id = $1::uuid AND k.key = $2::text AND k.owner = $3::text AND k.status = 'in_progress'`,
+		claim: `SELECT state, request_hash, response FROM ` + qualify("idempotency_key_claim") +
+			`($1::uuid, $2::text, $3::text, $4::text, $5::timestamptz, $6::timestamptz, $7::timestamptz)`,
+		complete: `SELECT ` + qualify("idempotency_key_complete") +
+			`($1::uuid, $2::text, $3::text, $4::text, $5::integer, $6::timestamptz)`,
+		release: `SELECT ` + qualify("idempotency_key_release") + `($1::uuid, $2::text, $3::text)`,
 	}
 }
 
-// Claim implements idempotency.Store.
+// The states idempotency_key_claim returns.
+const (
+	stateClaimed    = "claimed"   // the caller's record was written
+	stateReclaimed  = "reclaimed" // the caller's own live claim, for the same request
+	stateInProgress = "in_progress"
+	stateCompleted  = "completed"
+)
+
+// Claim implements idempotency.Store. When the record is not claimed, the
+// returned Record holds Status, RequestHash and (completed) Response; its
+// Owner and times are left zero, as the decorator does not need them.
 func (s *Store) Claim(ctx context.Context, c idempotency.Claim) (idempotency.ClaimResult, error) {
-	row := s.db.QueryRow(ctx, s.sql.claim, c.Key, c.UserID, c.RequestHash, c.Owner, c.Now, c.LeaseUntil, c.ExpiresAt)
-	rec, err := scanRecord(row)
+	var (
+		state    string
+		hash     *string
+		response *string
+	)
+	err := s.db.QueryRow(ctx, s.sql.claim, c.UserID, c.Key, c.RequestHash, c.Owner, c.Now, c.LeaseUntil, c.ExpiresAt).
+		Scan(&state, &hash, &response)
 	if err != nil {
 		return idempotency.ClaimResult{}, storeError(ctx, "claim", err)
 	}
-	return idempotency.ClaimResult{
-		Claimed: rec.Owner == c.Owner && rec.Status == idempotency.StatusInProgress,
-		Record:  rec,
-	}, nil
+	rec := idempotency.Record{UserID: c.UserID, Key: c.Key, RequestHash: c.RequestHash}
+	if hash != nil {
+		rec.RequestHash = *hash
+	}
+	switch state {
+	case stateClaimed:
+		rec.Owner, rec.Status = c.Owner, idempotency.StatusInProgress
+		rec.CreatedAt, rec.LeaseUntil, rec.ExpiresAt = micro(c.Now), micro(c.LeaseUntil), micro(c.ExpiresAt)
+		return idempotency.ClaimResult{Claimed: true, Record: rec}, nil
+	case stateReclaimed:
+		rec.Owner, rec.Status = c.Owner, idempotency.StatusInProgress
+		return idempotency.ClaimResult{Claimed: true, Record: rec}, nil
+	case stateInProgress:
+		rec.Status = idempotency.StatusInProgress
+	case stateCompleted:
+		rec.Status = idempotency.StatusCompleted
+		if response == nil {
+			return idempotency.ClaimResult{}, storeError(ctx, "claim", errors.New("a completed record without its response"))
+		}
+		if rec.Response, err = decodeEnvelope([]byte(*response)); err != nil {
+			return idempotency.ClaimResult{}, storeError(ctx, "claim", err)
+		}
+	default:
+		return idempotency.ClaimResult{}, storeError(ctx, "claim", fmt.Errorf("the claim function returned the unknown state %q", state))
+	}
+	return idempotency.ClaimResult{Record: rec}, nil
 }
+
+// micro is t as PostgreSQL keeps it: microseconds, UTC.
+func micro(t time.Time) time.Time { return t.Truncate(time.Microsecond).UTC() }
 
 // Complete implements idempotency.Store. The update is fenced by the owner
 // token and the in-progress status, not by the lease: an owner whose lease
@@ -147,11 +177,11 @@ func (s *Store) complete(ctx context.Context, db querier, c idempotency.Completi
 	if err != nil {
 		return &idempotency.StoreError{Op: "complete", Err: err}
 	}
-	tag, err := db.Exec(ctx, s.sql.complete, c.UserID, c.Key, c.Owner, env, c.Response.StatusCode, c.ExpiresAt)
-	if err != nil {
+	var written bool
+	if err := db.QueryRow(ctx, s.sql.complete, c.UserID, c.Key, c.Owner, env, c.Response.StatusCode, c.ExpiresAt).Scan(&written); err != nil {
 		return storeError(ctx, "complete", err)
 	}
-	if tag.RowsAffected() == 0 {
+	if !written {
 		return idempotency.ErrLeaseLost
 	}
 	return nil
@@ -159,45 +189,14 @@ func (s *Store) complete(ctx context.Context, db querier, c idempotency.Completi
 
 // Release implements idempotency.Store.
 func (s *Store) Release(ctx context.Context, r idempotency.Ref) error {
-	tag, err := s.db.Exec(ctx, s.sql.release, r.UserID, r.Key, r.Owner)
-	if err != nil {
+	var deleted bool
+	if err := s.db.QueryRow(ctx, s.sql.release, r.UserID, r.Key, r.Owner).Scan(&deleted); err != nil {
 		return storeError(ctx, "release", err)
 	}
-	if tag.RowsAffected() == 0 {
+	if !deleted {
 		return idempotency.ErrLeaseLost
 	}
 	return nil
-}
-
-func scanRecord(row pgx.Row) (idempotency.Record, error) {
-	var (
-		rec        idempotency.Record
-		status     string
-		body       *string
-		statusCode *int32
-		lease      *time.Time
-	)
-	if err := row.Scan(&rec.Key, &rec.UserID, &rec.RequestHash, &status, &body, &statusCode,
-		&rec.Owner, &lease, &rec.CreatedAt, &rec.ExpiresAt); err != nil {
-		return idempotency.Record{}, err
-	}
-	rec.Status = idempotency.Status(status)
-	rec.CreatedAt = rec.CreatedAt.UTC()
-	rec.ExpiresAt = rec.ExpiresAt.UTC()
-	if lease != nil {
-		rec.LeaseUntil = lease.UTC()
-	}
-	if body != nil {
-		resp, err := decodeEnvelope([]byte(*body))
-		if err != nil {
-			return idempotency.Record{}, err
-		}
-		if statusCode != nil {
-			resp.StatusCode = int(*statusCode)
-		}
-		rec.Response = resp
-	}
-	return rec, nil
 }
 
 // storeError is the one place where a driver error becomes a
@@ -212,7 +211,7 @@ func storeError(ctx context.Context, op string, err error) error {
 	if errors.As(err, &pgErr) {
 		switch pgErr.Code {
 		case pgerrcode.UndefinedTable, pgerrcode.UndefinedColumn, pgerrcode.UndefinedFunction, pgerrcode.InvalidSchemaName:
-			err = fmt.Errorf("the idempotency table or its claim function is missing or outdated (apply the migrations): %w", err)
+			err = fmt.Errorf("the idempotency table or its functions are missing or outdated (apply the key store's migrations: pgstore.Migrate): %w", err)
 		case pgerrcode.ReadOnlySQLTransaction:
 			err = fmt.Errorf("the server is read-only; the idempotency table lives on the writer: %w", err)
 		}

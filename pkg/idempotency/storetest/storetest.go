@@ -19,10 +19,20 @@
 // case uses fresh random user ids and keys, so a factory may hand out stores
 // that share one database.
 //
-// Times in the suite are whole milliseconds in the year 2100: a store that
-// consulted its own clock instead of the caller's would see every record as
-// live for decades and fail the takeover cases, and no purge job running on
-// real time touches the suite's records.
+// Stores decide takeover and expiry against the earlier of the caller's
+// clock and their server's, so the suite's clock starts an hour in the past
+// (whole milliseconds) and moves forward from there: every branch is driven
+// by the times the suite passes, and a store that consulted only its own
+// clock would see the suite's leases as long run out and fail the conflict
+// cases. Records keep a TTL of a day, so no purge running on real time
+// touches them; the one case about expiry uses a TTL of minutes. Two cases
+// use the real time to show that a caller whose clock runs ahead cannot take
+// over a live lease, and that one whose clock runs behind only takes over
+// later.
+//
+// When a claim does not hold the record, a Store returns its Status,
+// RequestHash and Response; the suite checks Record.Owner and the times only
+// when the Store filled them in.
 package storetest
 
 import (
@@ -71,6 +81,9 @@ func RunWithOptions(t *testing.T, newStore func(t *testing.T) idempotency.Store,
 		{"ClaimFreshKey", s.claimFreshKey},
 		{"ConflictReturnsExistingRecord", s.conflictReturnsExistingRecord},
 		{"RepeatedClaimBySameOwner", s.repeatedClaimBySameOwner},
+		{"RepeatedClaimBySameOwnerOtherRequest", s.repeatedClaimOtherRequest},
+		{"CallerClockAheadCannotTakeOver", s.callerAhead},
+		{"CallerClockBehindOnlyDelaysTakeover", s.callerBehind},
 		{"CompletedRecordReplaysByteForByte", s.completedRecordReplays},
 		{"TakeoverAfterLeaseExpiry", s.takeoverAfterLeaseExpiry},
 		{"TakeoverAfterExpiresAt", s.takeoverAfterExpiresAt},
@@ -100,8 +113,9 @@ type suite struct {
 	opts     Options
 }
 
-// base is the suite's clock origin; see the package comment.
-var base = time.Date(2100, 1, 2, 3, 4, 5, 0, time.UTC)
+// base is the suite's clock origin, an hour before the real time; see the
+// package comment.
+var base = time.Now().Add(-time.Hour).Truncate(time.Millisecond).UTC()
 
 const (
 	lease = 30 * time.Second
@@ -194,12 +208,31 @@ func (s suite) conflictReturnsExistingRecord(t *testing.T) {
 		second := claimAt(withOwner(first.Ref), requestHash, base.Add(time.Second))
 		res := mustClaim(t, st, second)
 		require.False(t, res.Claimed, name)
-		require.Equal(t, first.Owner, res.Record.Owner, name)
+		requireOwner(t, first.Owner, res.Record)
 		require.Equal(t, first.RequestHash, res.Record.RequestHash, "%s: the caller compares the stored fingerprint", name)
 		require.Equal(t, idempotency.StatusInProgress, res.Record.Status, name)
-		requireTime(t, first.LeaseUntil, res.Record.LeaseUntil, name+": LeaseUntil untouched")
-		requireTime(t, first.ExpiresAt, res.Record.ExpiresAt, name+": ExpiresAt untouched")
-		requireTime(t, first.Now, res.Record.CreatedAt, name+": CreatedAt untouched")
+		requireTimeIfSet(t, first.LeaseUntil, res.Record.LeaseUntil, name+": LeaseUntil untouched")
+		requireTimeIfSet(t, first.ExpiresAt, res.Record.ExpiresAt, name+": ExpiresAt untouched")
+		requireTimeIfSet(t, first.Now, res.Record.CreatedAt, name+": CreatedAt untouched")
+	}
+	// The first owner still holds the record.
+	require.NoError(t, st.Complete(context.Background(), completionAt(first.Ref, jsonResponse, base.Add(2*time.Second))))
+}
+
+// requireOwner checks the owner of a record not held by the caller, when
+// the store returned it.
+func requireOwner(t *testing.T, want string, rec idempotency.Record) {
+	t.Helper()
+	if rec.Owner != "" {
+		require.Equal(t, want, rec.Owner, "the record's owner")
+	}
+}
+
+// requireTimeIfSet is requireTime for the times a store may leave zero.
+func requireTimeIfSet(t *testing.T, want, got time.Time, what string) {
+	t.Helper()
+	if !got.IsZero() {
+		requireTime(t, want, got, what)
 	}
 }
 
@@ -216,6 +249,75 @@ func (s suite) repeatedClaimBySameOwner(t *testing.T) {
 
 	// The owner can then complete as usual.
 	require.NoError(t, st.Complete(context.Background(), completionAt(c.Ref, jsonResponse, base.Add(2*time.Second))))
+}
+
+// repeatedClaimOtherRequest: an owner token is not always unique (a
+// Config.Owner that returns a constant), so the same owner claiming its
+// live key for another request holds nothing: it gets the record, whose
+// fingerprint differs, and the decorator answers 422.
+func (s suite) repeatedClaimOtherRequest(t *testing.T) {
+	st := s.newStore(t)
+	c := claimAt(newRef(), hash("first"), base)
+	mustClaim(t, st, c)
+	other := claimAt(c.Ref, hash("other"), base.Add(time.Second))
+	res := mustClaim(t, st, other)
+	require.False(t, res.Claimed, "the same owner with another request must not hold the record")
+	require.Equal(t, c.RequestHash, res.Record.RequestHash, "the stored fingerprint, which the caller compares")
+	require.Equal(t, idempotency.StatusInProgress, res.Record.Status)
+
+	// The record is as the first claim left it: the same request still
+	// holds it, and completes it.
+	again := mustClaim(t, st, claimAt(c.Ref, hash("first"), base.Add(2*time.Second)))
+	require.True(t, again.Claimed)
+	require.NoError(t, st.Complete(context.Background(), completionAt(c.Ref, jsonResponse, base.Add(3*time.Second))))
+	res = mustClaim(t, st, claimAt(c.Ref, hash("other"), base.Add(4*time.Second)))
+	require.False(t, res.Claimed)
+	require.Equal(t, c.RequestHash, res.Record.RequestHash)
+	require.Equal(t, idempotency.StatusCompleted, res.Record.Status)
+}
+
+// callerAhead: an invocation whose clock runs ahead of the server's (here
+// by 3 s more than the lease has left) must not take over a lease that is
+// live by the server's clock, nor treat a live completed record as expired.
+func (s suite) callerAhead(t *testing.T) {
+	st := s.newStore(t)
+	now := time.Now().Truncate(time.Millisecond)
+	first := claimAt(newRef(), hash("first"), now)
+	first.LeaseUntil = now.Add(10 * time.Second)
+	requireOwnedInProgress(t, first, mustClaim(t, st, first))
+
+	ahead := claimAt(withOwner(first.Ref), hash("first"), first.LeaseUntil.Add(3*time.Second))
+	res := mustClaim(t, st, ahead)
+	require.False(t, res.Claimed, "a caller 3 s past the lease by its own clock took over a live lease")
+	require.Equal(t, idempotency.StatusInProgress, res.Record.Status)
+	require.NoError(t, st.Complete(context.Background(), completionAt(first.Ref, jsonResponse, now)), "the first owner still holds it")
+
+	done := claimAt(newRef(), hash("done"), now)
+	mustClaim(t, st, done)
+	short := idempotency.Completion{Ref: done.Ref, Response: jsonResponse, Now: now, ExpiresAt: now.Add(10 * time.Second)}
+	require.NoError(t, st.Complete(context.Background(), short))
+	res = mustClaim(t, st, claimAt(withOwner(done.Ref), hash("other"), short.ExpiresAt.Add(3*time.Second)))
+	require.False(t, res.Claimed, "a caller ahead took over a completed record that has not expired")
+	require.Equal(t, idempotency.StatusCompleted, res.Record.Status)
+	requireResponse(t, jsonResponse, res.Record.Response)
+}
+
+// callerBehind: a lease that ran out a second ago by the real clock is
+// taken over by a caller on time, but not yet by one whose clock runs 5 s
+// behind.
+func (s suite) callerBehind(t *testing.T) {
+	st := s.newStore(t)
+	now := time.Now().Truncate(time.Millisecond)
+	first := claimAt(newRef(), hash("first"), now.Add(-lease-time.Second))
+	mustClaim(t, st, first)
+
+	behind := claimAt(withOwner(first.Ref), hash("first"), now.Add(-5*time.Second))
+	res := mustClaim(t, st, behind)
+	require.False(t, res.Claimed, "by its own clock the lease is still live: the takeover waits")
+	require.Equal(t, idempotency.StatusInProgress, res.Record.Status)
+
+	onTime := claimAt(withOwner(first.Ref), hash("first"), time.Now().Truncate(time.Millisecond))
+	requireOwnedInProgress(t, onTime, mustClaim(t, st, onTime))
 }
 
 func (s suite) completedRecordReplays(t *testing.T) {
@@ -256,9 +358,9 @@ func (s suite) completedRecordReplays(t *testing.T) {
 				res := mustClaim(t, st, retry)
 				require.False(t, res.Claimed)
 				require.Equal(t, idempotency.StatusCompleted, res.Record.Status)
-				require.Equal(t, c.Owner, res.Record.Owner)
+				requireOwner(t, c.Owner, res.Record)
 				require.Equal(t, c.RequestHash, res.Record.RequestHash)
-				requireTime(t, done.ExpiresAt, res.Record.ExpiresAt, "ExpiresAt is the completion's")
+				requireTimeIfSet(t, done.ExpiresAt, res.Record.ExpiresAt, "ExpiresAt is the completion's")
 				require.True(t, res.Record.LeaseUntil.IsZero(), "a completed record has no lease")
 				requireResponse(t, resp, res.Record.Response)
 			}
@@ -282,7 +384,7 @@ func (s suite) takeoverAfterLeaseExpiry(t *testing.T) {
 	justBefore := claimAt(withOwner(first.Ref), hash("second"), first.LeaseUntil.Add(-time.Millisecond))
 	res := mustClaim(t, st, justBefore)
 	require.False(t, res.Claimed, "the lease still holds a millisecond before it ends")
-	require.Equal(t, first.Owner, res.Record.Owner)
+	requireOwner(t, first.Owner, res.Record)
 
 	second := claimAt(withOwner(first.Ref), hash("second"), first.LeaseUntil)
 	requireOwnedInProgress(t, second, mustClaim(t, st, second))
@@ -290,9 +392,14 @@ func (s suite) takeoverAfterLeaseExpiry(t *testing.T) {
 
 func (s suite) takeoverAfterExpiresAt(t *testing.T) {
 	st := s.newStore(t)
+	// A TTL of minutes, so that the expiry is in the past of the real clock
+	// too (see the package comment).
+	const shortTTL = 10 * time.Minute
 	first := claimAt(newRef(), hash("first"), base)
+	first.ExpiresAt = base.Add(shortTTL)
 	mustClaim(t, st, first)
 	done := completionAt(first.Ref, jsonResponse, base.Add(time.Second))
+	done.ExpiresAt = done.Now.Add(shortTTL)
 	require.NoError(t, st.Complete(context.Background(), done))
 
 	justBefore := claimAt(withOwner(first.Ref), hash("second"), done.ExpiresAt.Add(-time.Millisecond))
@@ -306,7 +413,8 @@ func (s suite) takeoverAfterExpiresAt(t *testing.T) {
 	// An in-progress record whose ExpiresAt passed (a lease longer than the
 	// TTL) is taken over too.
 	long := claimAt(newRef(), hash("long"), base)
-	long.LeaseUntil = base.Add(48 * time.Hour)
+	long.ExpiresAt = base.Add(shortTTL)
+	long.LeaseUntil = base.Add(2 * shortTTL)
 	mustClaim(t, st, long)
 	late := claimAt(withOwner(long.Ref), hash("late"), long.ExpiresAt)
 	requireOwnedInProgress(t, late, mustClaim(t, st, late))
@@ -328,10 +436,10 @@ func (s suite) completeAfterLostLease(t *testing.T) {
 	// The new owner's record is intact.
 	res := mustClaim(t, st, claimAt(withOwner(first.Ref), hash("req"), second.Now.Add(2*time.Second)))
 	require.False(t, res.Claimed)
-	require.Equal(t, second.Owner, res.Record.Owner)
+	requireOwner(t, second.Owner, res.Record)
 	require.Equal(t, idempotency.StatusInProgress, res.Record.Status)
 	require.Nil(t, res.Record.Response)
-	requireTime(t, second.LeaseUntil, res.Record.LeaseUntil, "LeaseUntil of the new owner")
+	requireTimeIfSet(t, second.LeaseUntil, res.Record.LeaseUntil, "LeaseUntil of the new owner")
 
 	// And the new owner completes it.
 	require.NoError(t, st.Complete(ctx, completionAt(second.Ref, jsonResponse, second.Now.Add(3*time.Second))))
@@ -361,7 +469,7 @@ func (s suite) completeTwice(t *testing.T) {
 		"a completed record is no longer in progress: nothing is written")
 	res := mustClaim(t, st, claimAt(withOwner(c.Ref), hash("x"), base.Add(3*time.Second)))
 	requireResponse(t, jsonResponse, res.Record.Response)
-	requireTime(t, base.Add(time.Second).Add(ttl), res.Record.ExpiresAt, "ExpiresAt of the first completion")
+	requireTimeIfSet(t, base.Add(time.Second).Add(ttl), res.Record.ExpiresAt, "ExpiresAt of the first completion")
 }
 
 func (s suite) releaseByNonOwner(t *testing.T) {
@@ -371,8 +479,9 @@ func (s suite) releaseByNonOwner(t *testing.T) {
 	require.ErrorIs(t, st.Release(context.Background(), withOwner(c.Ref)), idempotency.ErrLeaseLost)
 	res := mustClaim(t, st, claimAt(withOwner(c.Ref), hash("x"), base.Add(time.Second)))
 	require.False(t, res.Claimed, "the record survived the stranger's release")
-	require.Equal(t, c.Owner, res.Record.Owner)
+	requireOwner(t, c.Owner, res.Record)
 	require.Equal(t, idempotency.StatusInProgress, res.Record.Status)
+	require.NoError(t, st.Release(context.Background(), c.Ref), "its owner still holds it")
 }
 
 func (s suite) releaseByOwner(t *testing.T) {
@@ -453,7 +562,7 @@ func race(t *testing.T, st idempotency.Store, n int, claim func(i int) idempoten
 
 // requireOneWinner checks that exactly one of the racing claims won and that
 // every loser saw the winner's record, with its fingerprint.
-func requireOneWinner(t *testing.T, claims []idempotency.Claim, results []idempotency.ClaimResult) {
+func requireOneWinner(t *testing.T, st idempotency.Store, claims []idempotency.Claim, results []idempotency.ClaimResult) {
 	t.Helper()
 	winner := -1
 	for i, res := range results {
@@ -464,11 +573,15 @@ func requireOneWinner(t *testing.T, claims []idempotency.Claim, results []idempo
 	}
 	require.NotEqual(t, -1, winner, "no claim won")
 	requireOwnedInProgress(t, claims[winner], results[winner])
+	// The winner holds the record: its completion is written.
+	require.NoError(t, st.Complete(context.Background(), completionAt(claims[winner].Ref, jsonResponse, claims[winner].Now)))
 	for i, res := range results {
 		if i == winner {
 			continue
 		}
-		require.Equal(t, claims[winner].Owner, res.Record.Owner, "claim %d saw another record", i)
+		if res.Record.Owner != "" {
+			require.Equal(t, claims[winner].Owner, res.Record.Owner, "claim %d saw another record", i)
+		}
 		require.Equal(t, claims[winner].RequestHash, res.Record.RequestHash, "claim %d must see the winner's fingerprint", i)
 		require.Equal(t, idempotency.StatusInProgress, res.Record.Status)
 	}
@@ -483,7 +596,7 @@ func (s suite) concurrentClaims(t *testing.T) {
 		// others must see its fingerprint to tell a mismatch from a retry.
 		claims[i] = claimAt(withOwner(ref), hash(fmt.Sprint(i%2)), base)
 	}
-	requireOneWinner(t, claims, race(t, st, len(claims), func(i int) idempotency.Claim { return claims[i] }))
+	requireOneWinner(t, st, claims, race(t, st, len(claims), func(i int) idempotency.Claim { return claims[i] }))
 }
 
 func (s suite) concurrentTakeover(t *testing.T) {
@@ -494,7 +607,7 @@ func (s suite) concurrentTakeover(t *testing.T) {
 	for i := range claims {
 		claims[i] = claimAt(withOwner(stale.Ref), hash(fmt.Sprint(i%2)), stale.LeaseUntil.Add(time.Second))
 	}
-	requireOneWinner(t, claims, race(t, st, len(claims), func(i int) idempotency.Claim { return claims[i] }))
+	requireOneWinner(t, st, claims, race(t, st, len(claims), func(i int) idempotency.Claim { return claims[i] }))
 }
 
 func (s suite) cancelledContext(t *testing.T) {

@@ -2,6 +2,9 @@
 -- writer. UNLOGGED skips the WAL; the price is that vanilla PostgreSQL empties
 -- the table after a crash and that replicas cannot read it. Departures from
 -- the ADR's table are explained in docs/adr/0002-idempotency-keys-table.md.
+--
+-- One of the key store's own migrations (package pgstore, Migrate), applied
+-- in the schema the user chooses: the table goes into the current schema.
 
 -- +goose Up
 CREATE UNLOGGED TABLE idempotency_keys (
@@ -41,5 +44,3 @@ CREATE UNLOGGED TABLE idempotency_keys (
 -- The purge job finds expired rows by this index (ADR 009: expires_at INDEX).
 CREATE INDEX idempotency_keys_expires_at ON idempotency_keys (expires_at);
 
--- +goose Down
-DROP TABLE idempotency_keys;

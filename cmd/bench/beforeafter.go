@@ -1,0 +1,213 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+)
+
+// loadBefore reads an earlier run's results.json, and the notes beside it
+// (the same name with .md instead of .json) that say what changed between
+// that run and the code measured now.
+func loadBefore(path string) (*Results, string, error) {
+	js, err := os.ReadFile(path)
+	if err != nil {
+		return nil, "", err
+	}
+	var r Results
+	if err := json.Unmarshal(js, &r); err != nil {
+		return nil, "", fmt.Errorf("%s: %w", path, err)
+	}
+	notes, _ := os.ReadFile(strings.TrimSuffix(path, ".json") + ".md")
+	return &r, string(notes), nil
+}
+
+// figure is one number read from a run's results, or false when the run
+// did not measure it.
+type figure struct {
+	name string
+	unit string
+	get  func(r *Results) (float64, bool)
+	// lowerIsBetter decides the word in the change column.
+	lowerIsBetter bool
+}
+
+func sideFig(get func(r *Results) []Side, name string, f func(s *Side) float64) func(r *Results) (float64, bool) {
+	return func(r *Results) (float64, bool) {
+		s := side(get(r), name)
+		if s == nil {
+			return 0, false
+		}
+		return f(s), true
+	}
+}
+
+func ratioFig(get func(r *Results) []Side, a, b string, f func(s *Side) float64) func(r *Results) (float64, bool) {
+	return func(r *Results) (float64, bool) {
+		x, y := side(get(r), a), side(get(r), b)
+		if x == nil || y == nil {
+			return 0, false
+		}
+		return ratio(f(x), f(y)), true
+	}
+}
+
+func floorPG(r *Results) []Side {
+	if r.Floor == nil {
+		return nil
+	}
+	return r.Floor.Postgres
+}
+
+func floorRedis(r *Results) []Side {
+	if r.Floor == nil {
+		return nil
+	}
+	return r.Floor.Redis
+}
+
+func delayPG(r *Results) []Side {
+	if r.Delay == nil {
+		return nil
+	}
+	return r.Delay.Postgres
+}
+
+func delayRedis(r *Results) []Side {
+	if r.Delay == nil {
+		return nil
+	}
+	return r.Delay.Redis
+}
+
+func thr8(r *Results) []Side {
+	if r.HotPath == nil {
+		return nil
+	}
+	return r.HotPath.Throughput8
+}
+
+func e2eSides(r *Results) []Side {
+	if r.EndToEnd == nil {
+		return nil
+	}
+	return r.EndToEnd.Sides
+}
+
+func p50(s *Side) float64  { return s.P50Ms }
+func tput(s *Side) float64 { return s.Throughput }
+
+func pgServer(first bool) func(r *Results) (float64, bool) {
+	return func(r *Results) (float64, bool) {
+		if r.HotPath == nil || len(r.HotPath.Modes) == 0 {
+			return 0, false
+		}
+		t := r.HotPath.Modes[0].Replay
+		if first {
+			t = r.HotPath.Modes[0].First
+		}
+		if t == nil {
+			return 0, false
+		}
+		return t.TotalUs, true
+	}
+}
+
+func redisServer(first bool) func(r *Results) (float64, bool) {
+	return func(r *Results) (float64, bool) {
+		if r.HotPath == nil || r.HotPath.Redis == nil {
+			return 0, false
+		}
+		t := r.HotPath.Redis.Replay
+		if first {
+			t = r.HotPath.Redis.First
+		}
+		if t == nil {
+			return 0, false
+		}
+		return t.ServerUs, true
+	}
+}
+
+func fingerprintFig(label string) func(r *Results) (float64, bool) {
+	return func(r *Results) (float64, bool) {
+		if r.Fingerprint == nil {
+			return 0, false
+		}
+		for _, s := range r.Fingerprint.Sizes {
+			if s.Label == label {
+				return float64(s.BytesPerOp) / (1 << 20), true
+			}
+		}
+		return 0, false
+	}
+}
+
+var beforeAfterFigures = []figure{
+	{"PostgreSQL `SELECT 1` p50", "ms", sideFig(floorPG, "floor (SELECT 1)", p50), true},
+	{"PostgreSQL replay p50", "ms", sideFig(floorPG, "replay", p50), true},
+	{"PostgreSQL first request p50", "ms", sideFig(floorPG, "first request", p50), true},
+	{"PostgreSQL claim alone (completed key) p50", "ms", sideFig(floorPG, "claim alone (completed key)", p50), true},
+	{"PostgreSQL replay vs `SELECT 1`", "×", ratioFig(floorPG, "replay", "floor (SELECT 1)", p50), true},
+	{"PostgreSQL first request vs `SELECT 1`", "×", ratioFig(floorPG, "first request", "floor (SELECT 1)", p50), true},
+	{"PostgreSQL server time per replay (exec mode)", "µs", pgServer(false), true},
+	{"PostgreSQL server time per first request (exec mode)", "µs", pgServer(true), true},
+	{"8 clients: replay throughput vs `SELECT 1`", "×", ratioFig(thr8, "replay", "floor (SELECT 1)", tput), false},
+	{"Redis `PING` p50", "ms", sideFig(floorRedis, "floor (PING)", p50), true},
+	{"Redis replay p50", "ms", sideFig(floorRedis, "replay", p50), true},
+	{"Redis first request p50", "ms", sideFig(floorRedis, "first request", p50), true},
+	{"Redis replay vs `PING`", "×", ratioFig(floorRedis, "replay", "floor (PING)", p50), true},
+	{"Redis first request vs `PING`", "×", ratioFig(floorRedis, "first request", "floor (PING)", p50), true},
+	{"Redis server time per replay", "µs", redisServer(false), true},
+	{"Redis server time per first request", "µs", redisServer(true), true},
+	{"0.5 ms each way: PostgreSQL replay p50", "ms", sideFig(delayPG, "replay", p50), true},
+	{"0.5 ms each way: PostgreSQL first request p50", "ms", sideFig(delayPG, "first request", p50), true},
+	{"0.5 ms each way: Redis replay p50", "ms", sideFig(delayRedis, "replay", p50), true},
+	{"0.5 ms each way: Redis first request p50", "ms", sideFig(delayRedis, "first request", p50), true},
+	{"POST /tasks wrapped vs unwrapped, req/s", "×", ratioFig(e2eSides, "wrapped (first request)", "unwrapped", tput), false},
+	{"Fingerprint of a 6 MB body, allocated", "MiB", fingerprintFig("6 MB"), true},
+}
+
+// beforeAfterMarkdown renders the comparison with the -before run.
+func (b *bench) beforeAfterMarkdown(w *strings.Builder) {
+	before := b.before
+	if before == nil {
+		return
+	}
+	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
+	p("## Before and after\n\n")
+	p("*Before* is a %s run of %s on the code before the changes below, on this machine, with this same harness (%s); *after* is this run. Both ran on a shared machine; read ratios within a run before absolute figures across runs.\n\n",
+		before.Mode, before.Started.Format("2006-01-02 15:04 MST"), noiseShort(before.Noise.CVPct)+fmt.Sprintf(", calibration CV %.1f%%", before.Noise.CVPct))
+	if b.beforeNotes != "" {
+		p("%s\n\n", strings.TrimSpace(b.beforeNotes))
+	}
+	p("| figure | before | after | after / before |\n|---|---|---|---|\n")
+	for _, f := range beforeAfterFigures {
+		x, okx := f.get(before)
+		y, oky := f.get(b.res)
+		if !okx && !oky {
+			continue
+		}
+		cell := func(v float64, ok bool) string {
+			if !ok {
+				return "—"
+			}
+			switch f.unit {
+			case "ms":
+				return fmt.Sprintf("%.3f ms", v)
+			case "µs":
+				return fmt.Sprintf("%.1f µs", v)
+			case "MiB":
+				return fmt.Sprintf("%.1f MiB", v)
+			}
+			return fx(v)
+		}
+		change := "—"
+		if okx && oky {
+			change = fx(ratio(y, x))
+		}
+		p("| %s | %s | %s | %s |\n", f.name, cell(x, okx), cell(y, oky), change)
+	}
+	p("\n")
+}

@@ -1,0 +1,419 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"net"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ichido/ichido/pkg/idempotency/pgstore"
+	"github.com/ichido/ichido/pkg/idempotency/redisstore"
+)
+
+// HotPathResult is what the server spends on the decorator's two paths, in
+// every pgx query mode, the 8-client replay throughput against its floor,
+// and the same paths through a network delay.
+type HotPathResult struct {
+	// Modes: one entry per pgx query exec mode, "exec" (the deployed
+	// default) first.
+	Modes []ModeResult `json:"modes"`
+	// Redis is the server time of the Redis store's paths.
+	Redis *RedisServerTime `json:"redis,omitempty"`
+	// Throughput8 compares "floor (SELECT 1)" and "replay" at 8 clients.
+	Throughput8 []Side `json:"throughput8,omitempty"`
+	// Throughput8Redis is the same with "floor (PING)".
+	Throughput8Redis []Side `json:"throughput8_redis,omitempty"`
+}
+
+// ModeResult is one pgx query exec mode: the client's latency of the floor,
+// a replay and a first request, side by side, and the server's time per
+// replay and per first request.
+type ModeResult struct {
+	Mode string `json:"mode"`
+	// ProxySafe says whether the mode works through a transaction-pooling
+	// proxy that does not track protocol-level prepared statements.
+	ProxySafe bool          `json:"proxy_safe"`
+	Sides     []Side        `json:"sides"`
+	Replay    *PGServerTime `json:"replay,omitempty"`
+	First     *PGServerTime `json:"first,omitempty"`
+}
+
+// PGServerTime is pg_stat_statements' planning and execution time over a
+// number of operations, per operation.
+type PGServerTime struct {
+	Ops        int              `json:"ops"`
+	PlanUs     float64          `json:"plan_us"`
+	ExecUs     float64          `json:"exec_us"`
+	TotalUs    float64          `json:"total_us"`
+	Statements []StatementStats `json:"statements"`
+}
+
+// StatementStats is one statement's share, per operation.
+type StatementStats struct {
+	Query         string  `json:"query"`
+	CallsPerOp    float64 `json:"calls_per_op"`
+	PlanUsPerCall float64 `json:"plan_us_per_call"`
+	ExecUsPerCall float64 `json:"exec_us_per_call"`
+}
+
+// RedisServerTime is INFO commandstats over a number of operations.
+type RedisServerTime struct {
+	Replay *RedisOpTime `json:"replay"`
+	First  *RedisOpTime `json:"first"`
+}
+
+// RedisOpTime is the server's work per operation: the commands it ran (a
+// script's inner commands listed beside the script) and the server
+// microseconds of the top-level commands (a script's time includes its
+// inner commands').
+type RedisOpTime struct {
+	Ops      int                `json:"ops"`
+	ServerUs float64            `json:"server_us"`
+	Commands map[string]float64 `json:"commands_per_op"`
+	Usec     map[string]float64 `json:"usec_per_op"`
+}
+
+// queryModes are the modes measured, the deployed default first.
+var queryModes = []struct {
+	name      string
+	mode      pgx.QueryExecMode
+	proxySafe bool
+}{
+	{"exec", pgx.QueryExecModeExec, true},
+	{"simple protocol", pgx.QueryExecModeSimpleProtocol, true},
+	{"cache describe", pgx.QueryExecModeCacheDescribe, true},
+	{"cache statement (prepared)", pgx.QueryExecModeCacheStatement, false},
+}
+
+// modePool is a pool on the bench's schema in the given query mode, with
+// the settings of package dbpool that matter here.
+func (d *database) modePool(ctx context.Context, u string, mode pgx.QueryExecMode, maxConns int32) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(u)
+	if err != nil {
+		return nil, err
+	}
+	cfg.MaxConns = maxConns
+	cfg.ConnConfig.DefaultQueryExecMode = mode
+	return pgxpool.NewWithConfig(ctx, cfg)
+}
+
+func (b *bench) hotPath(ctx context.Context) error {
+	cfg := b.cfg
+	res := &HotPathResult{}
+	b.res.HotPath = res
+	p := plan{reps: cfg.reps, clients: 1, dur: cfg.floorDur, maxOps: cfg.maxOps, warm: cfg.warm}
+	n := 3000
+	if cfg.quick {
+		n = 300
+	}
+
+	admin, err := pgxpool.New(ctx, b.db.baseURL)
+	if err != nil {
+		return err
+	}
+	defer admin.Close()
+	stats := true
+	if _, err := admin.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"); err != nil {
+		stats = false
+		b.res.Notes = append(b.res.Notes, "pg_stat_statements is not available, so server times were not measured: "+err.Error())
+	}
+
+	for _, m := range queryModes {
+		pool, err := b.db.modePool(ctx, b.db.url, m.mode, 4)
+		if err != nil {
+			return err
+		}
+		store := pgstore.New(pool, nil)
+		selectOne := func(ctx context.Context, _ int) (time.Duration, error) {
+			return timed(func() error {
+				var n int
+				return pool.QueryRow(ctx, "SELECT 1").Scan(&n)
+			})
+		}
+		dec, err := b.decoratorSides(ctx, store)
+		if err != nil {
+			pool.Close()
+			return fmt.Errorf("%s: %w", m.name, err)
+		}
+		mr := ModeResult{Mode: m.name, ProxySafe: m.proxySafe}
+		if mr.Sides, err = compare(ctx, p, append([]sideSpec{{"floor (SELECT 1)", selectOne}}, dec...)); err != nil {
+			pool.Close()
+			return err
+		}
+		logSides("postgres "+m.name, mr.Sides)
+		if stats {
+			for _, s := range dec {
+				st, err := pgServerTime(ctx, admin, n, s.op)
+				if err != nil {
+					pool.Close()
+					return fmt.Errorf("%s %s: server time: %w", m.name, s.name, err)
+				}
+				log.Printf("  postgres %s %s: server %.1f µs (plan %.1f, exec %.1f)", m.name, s.name, st.TotalUs, st.PlanUs, st.ExecUs)
+				if s.name == "replay" {
+					mr.Replay = st
+				} else {
+					mr.First = st
+				}
+			}
+		}
+		pool.Close()
+		res.Modes = append(res.Modes, mr)
+	}
+
+	// Eight clients: the throughput of replays against that of SELECT 1.
+	pool, err := b.db.newPool(ctx, 8)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	p8 := plan{reps: cfg.reps, clients: 8, dur: cfg.floorDur, maxOps: cfg.maxOps, warm: cfg.warm}
+	selectOne := func(ctx context.Context, _ int) (time.Duration, error) {
+		return timed(func() error {
+			var n int
+			return pool.QueryRow(ctx, "SELECT 1").Scan(&n)
+		})
+	}
+	dec, err := b.decoratorSides(ctx, pgstore.New(pool, nil))
+	if err != nil {
+		return err
+	}
+	if res.Throughput8, err = compare(ctx, p8, []sideSpec{{"floor (SELECT 1)", selectOne}, dec[0]}); err != nil {
+		return err
+	}
+	logSides("postgres 8 clients", res.Throughput8)
+
+	if b.redis == nil {
+		return nil
+	}
+	rstore := redisstore.New(b.redis, nil)
+	if dec, err = b.decoratorSides(ctx, rstore); err != nil {
+		return err
+	}
+	rt := &RedisServerTime{}
+	for _, s := range dec {
+		st, err := redisServerTime(ctx, b.redis, n, s.op)
+		if err != nil {
+			return fmt.Errorf("redis %s: server time: %w", s.name, err)
+		}
+		log.Printf("  redis %s: server %.1f µs, commands %v", s.name, st.ServerUs, st.Commands)
+		if s.name == "replay" {
+			rt.Replay = st
+		} else {
+			rt.First = st
+		}
+	}
+	res.Redis = rt
+	ping := func(ctx context.Context, _ int) (time.Duration, error) {
+		return timed(func() error { return b.redis.Ping(ctx).Err() })
+	}
+	if res.Throughput8Redis, err = compare(ctx, p8, []sideSpec{{"floor (PING)", ping}, dec[0]}); err != nil {
+		return err
+	}
+	logSides("redis 8 clients", res.Throughput8Redis)
+	return nil
+}
+
+// pgServerTime runs f n times, one at a time, and returns what
+// pg_stat_statements recorded for the bench's database meanwhile, per
+// operation. Nothing else runs against the database during a section.
+func pgServerTime(ctx context.Context, admin *pgxpool.Pool, n int, f op) (*PGServerTime, error) {
+	if _, err := admin.Exec(ctx, "SELECT pg_stat_statements_reset()"); err != nil {
+		return nil, err
+	}
+	for i := range n {
+		if _, err := f(ctx, 0); err != nil {
+			return nil, fmt.Errorf("operation %d: %w", i, err)
+		}
+	}
+	rows, err := admin.Query(ctx, `SELECT regexp_replace(query, '\s+', ' ', 'g'), calls, total_plan_time, total_exec_time
+		FROM pg_stat_statements
+		WHERE toplevel AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+		  AND query NOT LIKE '%pg_stat_statements%' AND query NOT LIKE '-- ping%' AND query <> ''`)
+	if err != nil {
+		return nil, err
+	}
+	st := &PGServerTime{Ops: n}
+	for rows.Next() {
+		var q string
+		var calls int64
+		var plan, exec float64
+		if err := rows.Scan(&q, &calls, &plan, &exec); err != nil {
+			return nil, err
+		}
+		if calls == 0 {
+			continue
+		}
+		if len(q) > 120 {
+			q = q[:117] + "…"
+		}
+		st.PlanUs += plan * 1000 / float64(n)
+		st.ExecUs += exec * 1000 / float64(n)
+		st.Statements = append(st.Statements, StatementStats{
+			Query: q, CallsPerOp: float64(calls) / float64(n),
+			PlanUsPerCall: plan * 1000 / float64(calls), ExecUsPerCall: exec * 1000 / float64(calls),
+		})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	sort.Slice(st.Statements, func(i, j int) bool { return st.Statements[i].CallsPerOp > st.Statements[j].CallsPerOp })
+	st.TotalUs = st.PlanUs + st.ExecUs
+	return st, nil
+}
+
+// redisServerTime runs f n times and returns INFO commandstats per
+// operation.
+func redisServerTime(ctx context.Context, c *redis.Client, n int, f op) (*RedisOpTime, error) {
+	if err := c.ConfigResetStat(ctx).Err(); err != nil {
+		return nil, err
+	}
+	for i := range n {
+		if _, err := f(ctx, 0); err != nil {
+			return nil, fmt.Errorf("operation %d: %w", i, err)
+		}
+	}
+	info, err := c.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return nil, err
+	}
+	st := &RedisOpTime{Ops: n, Commands: map[string]float64{}, Usec: map[string]float64{}}
+	scripted := false
+	for _, line := range strings.Split(info, "\n") {
+		line = strings.TrimSpace(line)
+		name, fields, ok := strings.Cut(line, ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") {
+			continue
+		}
+		name = strings.TrimPrefix(name, "cmdstat_")
+		if name == "info" || name == "config|resetstat" {
+			continue
+		}
+		var calls, usec float64
+		for _, kv := range strings.Split(fields, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			x, _ := strconv.ParseFloat(v, 64)
+			switch k {
+			case "calls":
+				calls = x
+			case "usec":
+				usec = x
+			}
+		}
+		st.Commands[name] = calls / float64(n)
+		st.Usec[name] = usec / float64(n)
+		if strings.HasPrefix(name, "eval") || strings.HasPrefix(name, "fcall") {
+			scripted = true
+		}
+	}
+	for name, us := range st.Usec {
+		top := strings.HasPrefix(name, "eval") || strings.HasPrefix(name, "fcall") || strings.HasPrefix(name, "script")
+		if top || !scripted {
+			st.ServerUs += us
+		}
+	}
+	return st, nil
+}
+
+// DelayResult is the decorator's paths through a TCP proxy that adds a
+// fixed delay each way, as a network between the function and the
+// database would.
+type DelayResult struct {
+	DelayMs  float64 `json:"delay_ms_each_way"`
+	Postgres []Side  `json:"postgres"`
+	Redis    []Side  `json:"redis,omitempty"`
+}
+
+// delayEachWay is the delay the proxy adds in each direction.
+const delayEachWay = 500 * time.Microsecond
+
+func (b *bench) delayed(ctx context.Context) error {
+	cfg := b.cfg
+	res := &DelayResult{DelayMs: ms(delayEachWay)}
+	b.res.Delay = res
+	reps := cfg.reps
+	if reps > 3 {
+		reps = 3
+	}
+	p := plan{reps: reps, clients: 1, dur: cfg.floorDur, maxOps: cfg.maxOps, warm: cfg.warm}
+
+	u, err := url.Parse(b.db.url)
+	if err != nil {
+		return err
+	}
+	host := u.Host
+	if _, _, err := net.SplitHostPort(host); err != nil {
+		host = net.JoinHostPort(host, "5432")
+	}
+	pgProxy, err := startDelayProxy(host, delayEachWay)
+	if err != nil {
+		return err
+	}
+	defer pgProxy.Close()
+	u.Host = pgProxy.Addr()
+	pool, err := b.db.modePool(ctx, u.String(), pgx.QueryExecModeExec, 4)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	selectOne := func(ctx context.Context, _ int) (time.Duration, error) {
+		return timed(func() error {
+			var n int
+			return pool.QueryRow(ctx, "SELECT 1").Scan(&n)
+		})
+	}
+	dec, err := b.decoratorSides(ctx, pgstore.New(pool, nil))
+	if err != nil {
+		return err
+	}
+	if res.Postgres, err = compare(ctx, p, append([]sideSpec{{"floor (SELECT 1)", selectOne}}, dec...)); err != nil {
+		return err
+	}
+	logSides("postgres delayed", res.Postgres)
+
+	if b.redis == nil {
+		return nil
+	}
+	rProxy, err := startDelayProxy(b.redis.Options().Addr, delayEachWay)
+	if err != nil {
+		return err
+	}
+	defer rProxy.Close()
+	client := redis.NewClient(&redis.Options{Addr: rProxy.Addr(), PoolSize: 8})
+	defer client.Close()
+	ping := func(ctx context.Context, _ int) (time.Duration, error) {
+		return timed(func() error { return client.Ping(ctx).Err() })
+	}
+	if dec, err = b.decoratorSides(ctx, redisstore.New(client, nil)); err != nil {
+		return err
+	}
+	if res.Redis, err = compare(ctx, p, append([]sideSpec{{"floor (PING)", ping}}, dec...)); err != nil {
+		return err
+	}
+	logSides("redis delayed", res.Redis)
+	return nil
+}
+
+// FingerprintResult is idempotency.Fingerprint's cost per call for JSON
+// bodies of several sizes.
+type FingerprintResult struct {
+	Sizes []FingerprintSize `json:"sizes"`
+}
+
+// FingerprintSize is one body size.
+type FingerprintSize struct {
+	Label       string  `json:"label"`
+	BodyBytes   int     `json:"body_bytes"`
+	AllocsPerOp int64   `json:"allocs_per_op"`
+	BytesPerOp  int64   `json:"bytes_per_op"`
+	NsPerOp     int64   `json:"ns_per_op"`
+	BytesOverIn float64 `json:"bytes_per_body_byte"`
+}

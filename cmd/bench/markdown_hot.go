@@ -1,0 +1,107 @@
+package main
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// hotPathMarkdown renders sections hotpath, delay and fingerprint.
+func (b *bench) hotPathMarkdown(w *strings.Builder) {
+	r := b.res
+	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
+	if h := r.HotPath; h != nil {
+		p("## 1b. What the server spends, and the query mode\n\n")
+		p("The same replay and first request as in section 1, through a pool in each pgx query exec mode. *exec* (unnamed statement, parameter types from the Go types, one round trip) is the deployed default; *simple protocol* interpolates on the client; *cache describe* keeps result descriptions but still parses and plans each call; all three keep no server-side state and work through a transaction-pooling proxy (pgbouncer 1.18 here, RDS Proxy). *cache statement* prepares named statements: it is shown for direct connections only. Server time is `pg_stat_statements` (planning + execution, top-level statements, whose execution time includes the functions they call) over consecutive operations, divided by their number.\n\n")
+		p("| mode | proxy-safe | SELECT 1 p50 (ms) | replay p50 (ms) | first p50 (ms) | replay vs SELECT 1 | first vs SELECT 1 | server µs per replay (plan + exec) | server µs per first request (plan + exec) |\n|---|---|---|---|---|---|---|---|---|\n")
+		for _, m := range h.Modes {
+			fl, rep, first := side(m.Sides, "floor (SELECT 1)"), side(m.Sides, "replay"), side(m.Sides, "first request")
+			if fl == nil || rep == nil || first == nil {
+				continue
+			}
+			p("| %s | %s | %.3f | %.3f | %.3f | %s | %s | %s | %s |\n", m.Mode, yesNo(m.ProxySafe), fl.P50Ms, rep.P50Ms, first.P50Ms,
+				fx(ratio(rep.P50Ms, fl.P50Ms)), fx(ratio(first.P50Ms, fl.P50Ms)), serverCell(m.Replay), serverCell(m.First))
+		}
+		p("\n")
+		if len(h.Modes) > 0 && h.Modes[0].Replay != nil {
+			m := h.Modes[0]
+			p("Statements in the default mode (%s), per operation:\n\n| path | statement | calls per op | plan µs per call | exec µs per call |\n|---|---|---|---|---|\n", m.Mode)
+			for _, st := range []struct {
+				name string
+				t    *PGServerTime
+			}{{"replay", m.Replay}, {"first request", m.First}} {
+				if st.t == nil {
+					continue
+				}
+				for _, s := range st.t.Statements {
+					if s.CallsPerOp < 0.01 {
+						continue
+					}
+					p("| %s | `%s` | %.2f | %.1f | %.1f |\n", st.name, strings.ReplaceAll(s.Query, "|", "\\|"), s.CallsPerOp, s.PlanUsPerCall, s.ExecUsPerCall)
+				}
+			}
+			p("\n")
+		}
+		if rt := h.Redis; rt != nil && rt.Replay != nil && rt.First != nil {
+			p("**Redis**, from `INFO commandstats` over consecutive operations (a script's time includes its inner commands, which are listed beside it):\n\n| path | server µs per op | commands per op |\n|---|---|---|\n")
+			for _, st := range []struct {
+				name string
+				t    *RedisOpTime
+			}{{"replay", rt.Replay}, {"first request", rt.First}} {
+				p("| %s | %.1f | %s |\n", st.name, st.t.ServerUs, commandList(st.t.Commands))
+			}
+			p("\n")
+		}
+		if len(h.Throughput8) > 0 {
+			p("**Eight clients**, throughput of replays against the floor through one pool of 8 connections (PostgreSQL) and the Redis client:\n\n%s\n", sideTable(h.Throughput8, 0, true))
+			if len(h.Throughput8Redis) > 0 {
+				p("%s\n", sideTable(h.Throughput8Redis, 0, true))
+			}
+		}
+	}
+	if d := r.Delay; d != nil {
+		p("## 1c. Through a network delay\n\n")
+		p("The floor, a replay and a first request through a TCP proxy on loopback that holds every chunk %.1f ms in each direction (the order of a Lambda → RDS Proxy → Aurora hop), exec mode. Round trips dominate here: a replay is one, a first request two.\n\n", d.DelayMs)
+		p("**PostgreSQL**\n\n%s\n", sideTable(d.Postgres, 0, false))
+		if len(d.Redis) > 0 {
+			p("**Redis**\n\n%s\n", sideTable(d.Redis, 0, false))
+		}
+	}
+	if f := r.Fingerprint; f != nil {
+		p("## 1d. Fingerprint allocations\n\n")
+		p("`idempotency.Fingerprint` on a POST whose body is a JSON array of zeros (`[0,0,…]`), through the package's public API (`testing.Benchmark`).\n\n| body | bytes | allocations per call | bytes allocated per call | × body size | ms per call |\n|---|---|---|---|---|---|\n")
+		for _, s := range f.Sizes {
+			p("| %s | %d | %d | %d | %.1f× | %.3f |\n", s.Label, s.BodyBytes, s.AllocsPerOp, s.BytesPerOp, s.BytesOverIn, float64(s.NsPerOp)/1e6)
+		}
+		p("\n")
+	}
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no (direct only)"
+}
+
+func serverCell(t *PGServerTime) string {
+	if t == nil {
+		return "—"
+	}
+	return fmt.Sprintf("**%.1f** (%.1f + %.1f)", t.TotalUs, t.PlanUs, t.ExecUs)
+}
+
+func commandList(m map[string]float64) string {
+	names := make([]string, 0, len(m))
+	for k, v := range m {
+		if v >= 0.01 {
+			names = append(names, k)
+		}
+	}
+	sort.Strings(names)
+	parts := make([]string, 0, len(names))
+	for _, k := range names {
+		parts = append(parts, fmt.Sprintf("%s %.2f", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
+}
