@@ -3,37 +3,63 @@
 -- KEYS[1]  the record's key
 -- ARGV[1]  owner token          ARGV[4]  lease until (Unix µs)
 -- ARGV[2]  request hash         ARGV[5]  expires at (Unix µs)
--- ARGV[3]  caller's now (µs)    ARGV[6]  key expiry for PEXPIREAT (Unix ms)
+-- ARGV[3]  caller's now (µs)    ARGV[6]  key expiry by the caller's clock (Unix ms)
+--                               ARGV[7]  key time to live (ms)
 --
--- Returns {"claimed"} when the caller's record was written, else the stored
--- record as a flat field/value list (HGETALL). Every time compared is the
--- caller's: the server's clock decides nothing here.
-local rec = redis.call('HGETALL', KEYS[1])
-if #rec > 0 then
-  local f = {}
-  for i = 1, #rec, 2 do
-    f[rec[i]] = rec[i + 1]
-  end
+-- Returns {"claimed"} when the caller's record was written, {"reclaimed"}
+-- when the caller's own live claim of the same request was found (a lost
+-- reply), else the stored record's fields in the order of the HMGET below.
+--
+-- A replay is one HMGET. Takeover and expiry are decided against the earlier
+-- of the caller's clock and the server's (TIME): the server's clock is read
+-- only when the caller's says the record is absent, so a caller whose clock
+-- runs ahead cannot take over a lease that is live by the server's clock.
+local rec = redis.call('HMGET', KEYS[1], 'status', 'request_hash', 'owner', 'lease_until', 'expires_at',
+  'created_at', 'status_code', 'headers', 'headers_encoding', 'body', 'body_base64')
+local status = rec[1]
+if status then
   local now = tonumber(ARGV[3])
-  local expires = tonumber(f['expires_at'])
-  local lease = tonumber(f['lease_until'])
+  local expires = tonumber(rec[5])
   if expires == nil then
     return redis.error_reply('ERR idempotency record ' .. KEYS[1] .. ' has no expires_at')
   end
-  -- Live unless expired, or in progress with a lease that ran out. A live
-  -- record is returned untouched, also to its own owner (a repeated claim).
-  local absent = expires <= now or (f['status'] == 'in_progress' and (lease == nil or lease <= now))
-  if not absent then
+  local lease = tonumber(rec[4])
+  local function live(t)
+    return expires > t and (status == 'completed' or (lease ~= nil and lease > t))
+  end
+  local present = live(now)
+  if not present then
+    local time = redis.call('TIME')
+    local server = tonumber(time[1]) * 1000000 + tonumber(time[2])
+    if server < now then
+      present = live(server)
+    end
+  end
+  if present then
+    if status == 'in_progress' and rec[3] == ARGV[1] and rec[2] == ARGV[2] then
+      return {'reclaimed'}
+    end
+    for i = 1, #rec do
+      if not rec[i] then
+        rec[i] = ''
+      end
+    end
     return rec
   end
-  redis.call('DEL', KEYS[1])
 end
+-- Absent, expired or abandoned: the caller's record replaces it, every field
+-- written so that nothing of an older record remains.
 redis.call('HSET', KEYS[1],
   'status', 'in_progress',
   'owner', ARGV[1],
   'request_hash', ARGV[2],
   'created_at', ARGV[3],
   'lease_until', ARGV[4],
-  'expires_at', ARGV[5])
-redis.call('PEXPIREAT', KEYS[1], ARGV[6])
+  'expires_at', ARGV[5],
+  'status_code', '', 'headers', '', 'headers_encoding', '', 'body', '', 'body_base64', '')
+-- The key lives until the later of its expiry by the caller's clock and its
+-- time to live by the server's, so that neither clock removes it early.
+local t = redis.call('TIME')
+local serverMs = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('PEXPIREAT', KEYS[1], math.max(tonumber(ARGV[6]), serverMs + tonumber(ARGV[7])))
 return {'claimed'}

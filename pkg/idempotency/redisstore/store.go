@@ -18,16 +18,18 @@
 //     in-progress status.
 //   - Release deletes the record, fenced the same way.
 //
-// Every time the scripts compare against is the caller's (Claim.Now, sent as
-// Unix microseconds), never the server's clock, so an injected clock drives
-// every expiry branch. Expired records are removed by Redis itself: each
-// write sets the key's expiry (PEXPIREAT) to the record's ExpiresAt, or, while
-// in progress, to the later of ExpiresAt and the lease. Redis applies that
-// expiry with its own clock, so a record may physically vanish slightly
-// before or after the caller's clock says it expires; the decision of the
-// claim is always taken with the caller's times, and a record that vanished
-// early is one that the caller would have taken over anyway (within the
-// clock skew). See docs/adr/0060-redis-store.md.
+// Takeover and expiry are decided against the earlier of the caller's
+// clock (Claim.Now, sent as Unix microseconds) and the server's (TIME, read
+// only when the caller's clock says the record is absent, so a replay stays
+// one HMGET): a caller whose clock runs ahead never takes over a lease that
+// is live by the server's clock, and one whose clock runs behind only takes
+// over later. An injected clock set in the past still drives every branch.
+// Expired records are removed by Redis itself: each write sets the key to
+// expire at the later of the record's expiry by the caller's clock and its
+// time to live counted on the server's clock (while in progress, the later
+// of ExpiresAt and the lease), so that neither clock removes it early; the
+// decision of the claim is always taken with the times above. See
+// docs/adr/0060-redis-store.md and docs/adr/0026.
 //
 // The response body is stored as raw bytes (Redis strings are binary safe),
 // so it replays byte for byte, whatever it holds.
@@ -103,8 +105,12 @@ var (
 )
 
 // claimedReply is what the claim script returns when the caller now holds a
-// record it wrote; otherwise it returns the stored record's fields.
-const claimedReply = "claimed"
+// record it wrote, reclaimedReply when it found the caller's own live claim
+// of the same request; otherwise it returns the stored record's fields.
+const (
+	claimedReply   = "claimed"
+	reclaimedReply = "reclaimed"
+)
 
 // Claim implements idempotency.Store.
 func (s *Store) Claim(ctx context.Context, c idempotency.Claim) (idempotency.ClaimResult, error) {
@@ -113,10 +119,17 @@ func (s *Store) Claim(ctx context.Context, c idempotency.Claim) (idempotency.Cla
 	}
 	reply, err := claimScript.Run(ctx, s.client, []string{s.Key(c.UserID, c.Key)},
 		c.Owner, c.RequestHash, micros(c.Now), micros(c.LeaseUntil), micros(c.ExpiresAt),
-		expireAtMillis(later(c.LeaseUntil, c.ExpiresAt)),
+		expireAtMillis(later(c.LeaseUntil, c.ExpiresAt)), ttlMillis(c.Now, later(c.LeaseUntil, c.ExpiresAt)),
 	).Slice()
 	if err != nil {
 		return idempotency.ClaimResult{}, storeError(ctx, "claim", err)
+	}
+	if len(reply) == 1 && reply[0] == reclaimedReply {
+		// The owner repeating its own live claim of the same request (a lost
+		// reply) holds the record again; the script left it as it was.
+		return idempotency.ClaimResult{Claimed: true, Record: idempotency.Record{
+			UserID: c.UserID, Key: c.Key, Owner: c.Owner, RequestHash: c.RequestHash, Status: idempotency.StatusInProgress,
+		}}, nil
 	}
 	if len(reply) == 1 && reply[0] == claimedReply {
 		return idempotency.ClaimResult{Claimed: true, Record: idempotency.Record{
@@ -134,12 +147,7 @@ func (s *Store) Claim(ctx context.Context, c idempotency.Claim) (idempotency.Cla
 	if err != nil {
 		return idempotency.ClaimResult{}, storeError(ctx, "claim", err)
 	}
-	return idempotency.ClaimResult{
-		// A claim repeated by the owner of the in-progress record (a lost
-		// reply) holds it; the script left the record as it was.
-		Claimed: rec.Owner == c.Owner && rec.Status == idempotency.StatusInProgress,
-		Record:  rec,
-	}, nil
+	return idempotency.ClaimResult{Record: rec}, nil
 }
 
 // Complete implements idempotency.Store. The write is fenced by the owner
@@ -156,7 +164,7 @@ func (s *Store) Complete(ctx context.Context, c idempotency.Completion) error {
 	}
 	n, err := completeScript.Run(ctx, s.client, []string{s.Key(c.UserID, c.Key)},
 		c.Owner, strconv.Itoa(c.Response.StatusCode), headers, headersEncoding,
-		c.Response.Body, flag(c.Response.IsBase64Encoded), micros(c.ExpiresAt), expireAtMillis(c.ExpiresAt),
+		c.Response.Body, flag(c.Response.IsBase64Encoded), micros(c.ExpiresAt), expireAtMillis(c.ExpiresAt), ttlMillis(c.Now, c.ExpiresAt),
 	).Int64()
 	if err != nil {
 		return storeError(ctx, "complete", err)
@@ -218,19 +226,22 @@ const (
 	fieldBodyBase64      = "body_base64"
 )
 
-// decodeRecord reads the flat field/value list of the record's hash.
+// claimFields are the fields the claim script returns, in its order.
+var claimFields = []string{fieldStatus, fieldRequestHash, fieldOwner, fieldLeaseUntil, fieldExpiresAt,
+	fieldCreatedAt, fieldStatusCode, fieldHeaders, fieldHeadersEncoding, fieldBody, fieldBodyBase64}
+
+// decodeRecord reads the record's fields as the claim script returns them.
 func decodeRecord(userID, key string, reply []any) (idempotency.Record, error) {
-	if len(reply)%2 != 0 {
+	if len(reply) != len(claimFields) {
 		return idempotency.Record{}, fmt.Errorf("malformed record reply: %d elements", len(reply))
 	}
-	f := make(map[string]string, len(reply)/2)
-	for i := 0; i < len(reply); i += 2 {
-		k, kok := reply[i].(string)
-		v, vok := reply[i+1].(string)
-		if !kok || !vok {
-			return idempotency.Record{}, fmt.Errorf("malformed record reply: element %d is %T", i, reply[i+1])
+	f := make(map[string]string, len(reply))
+	for i, v := range reply {
+		s, ok := v.(string)
+		if !ok {
+			return idempotency.Record{}, fmt.Errorf("malformed record reply: element %d is %T", i, v)
 		}
-		f[k] = v
+		f[claimFields[i]] = s
 	}
 	rec := idempotency.Record{
 		UserID:      userID,
@@ -240,8 +251,10 @@ func decodeRecord(userID, key string, reply []any) (idempotency.Record, error) {
 		Status:      idempotency.Status(f[fieldStatus]),
 	}
 	var err error
-	if rec.CreatedAt, err = parseMicros(f, fieldCreatedAt); err != nil {
-		return idempotency.Record{}, err
+	if f[fieldCreatedAt] != "" {
+		if rec.CreatedAt, err = parseMicros(f, fieldCreatedAt); err != nil {
+			return idempotency.Record{}, err
+		}
 	}
 	if rec.ExpiresAt, err = parseMicros(f, fieldExpiresAt); err != nil {
 		return idempotency.Record{}, err
@@ -351,6 +364,17 @@ func expireAtMillis(t time.Time) string {
 		ms++
 	}
 	return strconv.FormatInt(ms, 10)
+}
+
+// ttlMillis is the time from now to t in whole milliseconds, rounded up,
+// at least one.
+func ttlMillis(now, t time.Time) string {
+	d := t.Sub(now)
+	ms := d.Milliseconds()
+	if time.Duration(ms)*time.Millisecond < d {
+		ms++
+	}
+	return strconv.FormatInt(max(ms, 1), 10)
 }
 
 func later(a, b time.Time) time.Time {

@@ -143,28 +143,37 @@ func TestKeyExpiry(t *testing.T) {
 
 			fields, err := client.HGetAll(ctx, key).Result()
 			require.NoError(t, err)
-			require.NotContains(t, fields, "lease_until", "a completed record has no lease")
+			require.Empty(t, fields["lease_until"], "a completed record has no lease")
 		})
 	}
 }
 
-// TestCallerClockDecides shows the trade-off of ADR 0060: the claim decides
-// with the caller's clock, while Redis drops the key by its own. A record
-// whose ExpiresAt is already past by the server's clock is claimed (the
-// caller's view) but vanishes at once, which is the outcome the caller's
-// clock would reach a moment later anyway.
-func TestCallerClockDecides(t *testing.T) {
+// TestKeyLivesByBothClocks: Redis drops a key by its own clock, so each
+// write sets the key to expire at the later of the record's expiry by the
+// caller's clock and its time to live on the server's. A caller whose clock
+// runs far behind does not see its record vanish at once, and one whose
+// clock runs ahead keeps it until its own expiry.
+func TestKeyLivesByBothClocks(t *testing.T) {
 	t.Parallel()
 	client := redistest.NewClient(t)
 	st := redisstore.New(client, nil)
 	ctx := context.Background()
-	past := time.Date(2001, 2, 3, 4, 5, 6, 0, time.UTC)
-	c := claimAt(newRef(), past, time.Minute, time.Hour)
-	res, err := st.Claim(ctx, c)
-	require.NoError(t, err)
-	require.True(t, res.Claimed)
-	require.Zero(t, client.Exists(ctx, st.Key(c.UserID, c.Key)).Val(), "Redis expired the key by its own clock")
-	require.ErrorIs(t, st.Release(ctx, c.Ref), idempotency.ErrLeaseLost)
+	for name, now := range map[string]time.Time{
+		"behind": time.Date(2001, 2, 3, 4, 5, 6, 0, time.UTC),
+		"ahead":  time.Now().Add(30 * time.Minute),
+	} {
+		c := claimAt(newRef(), now, time.Minute, time.Hour)
+		res, err := st.Claim(ctx, c)
+		require.NoError(t, err)
+		require.True(t, res.Claimed, name)
+		ttl := client.PTTL(ctx, st.Key(c.UserID, c.Key)).Val()
+		want := time.Hour
+		if name == "ahead" {
+			want = time.Until(c.ExpiresAt)
+		}
+		require.InDelta(t, want.Seconds(), ttl.Seconds(), 5, "%s: the key's time to live", name)
+		require.NoError(t, st.Release(ctx, c.Ref), name)
+	}
 }
 
 // TestRecordLayout pins the key name (hash tag per user, prefix) and the raw
@@ -198,6 +207,8 @@ func TestRecordLayout(t *testing.T) {
 		"created_at":   fmt.Sprint(now.UnixMicro()),
 		"lease_until":  fmt.Sprint(now.Add(time.Minute).UnixMicro()),
 		"expires_at":   fmt.Sprint(now.Add(time.Hour).UnixMicro()),
+		// Written empty, so that nothing of a record taken over remains.
+		"status_code": "", "headers": "", "headers_encoding": "", "body": "", "body_base64": "",
 	}, fields)
 
 	body := "{\"a\": 1}\x00\xff raw"
