@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"runtime"
 	"sync"
 	"time"
 )
@@ -78,9 +79,7 @@ func (p *delayProxy) pipe(dst, src net.Conn) {
 	go func() {
 		defer close(done)
 		for c := range queue {
-			if d := time.Until(c.due); d > 0 {
-				time.Sleep(d)
-			}
+			waitUntil(c.due)
 			if _, err := dst.Write(c.data); err != nil {
 				for range queue {
 				}
@@ -104,6 +103,18 @@ func (p *delayProxy) pipe(dst, src net.Conn) {
 			}
 			return
 		}
+	}
+}
+
+// waitUntil returns at t. The runtime's timers wake up to a millisecond
+// late, more than the delay itself, so the last stretch is spent yielding
+// in a loop.
+func waitUntil(t time.Time) {
+	if d := time.Until(t) - 1500*time.Microsecond; d > 0 {
+		time.Sleep(d)
+	}
+	for time.Now().Before(t) {
+		runtime.Gosched()
 	}
 }
 

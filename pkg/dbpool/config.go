@@ -90,6 +90,10 @@ type Config struct {
 
 	// MaxConns is the pool size (DB_MAX_CONNS). Defaults to 2.
 	MaxConns int32
+	// QueryMode is how queries are sent (DB_QUERY_MODE). Defaults to
+	// QueryModeExec, which works through a transaction-pooling proxy;
+	// QueryModePrepared is for direct connections only (docs/adr/0025).
+	QueryMode QueryMode
 	// MaxConnIdleTime closes a connection idle for longer. Defaults to 5
 	// minutes, well under RDS Proxy's 30-minute client idle timeout.
 	MaxConnIdleTime time.Duration
@@ -107,10 +111,27 @@ type Config struct {
 	ConnectTimeout time.Duration
 }
 
+// QueryMode says how the pool sends queries.
+type QueryMode string
+
+const (
+	// QueryModeExec sends each query on the unnamed statement in one round
+	// trip (pgx.QueryExecModeExec): nothing outlives the query, so it works
+	// through any transaction-pooling proxy (RDS Proxy, PgBouncer). The
+	// server parses and plans every call. The default.
+	QueryModeExec QueryMode = "exec"
+	// QueryModePrepared prepares each statement once per connection and
+	// reuses it (pgx.QueryExecModeCacheStatement), so the server plans it
+	// once. Named prepared statements are session state: use it only on a
+	// direct connection to PostgreSQL, never through a proxy that does not
+	// track them (PgBouncer before 1.21), and expect RDS Proxy to pin.
+	QueryModePrepared QueryMode = "prepared"
+)
+
 // ConfigFromEnv reads the database settings from getenv (os.Getenv in a
 // function's main): DB_AUTH (iam or url, required), DATABASE_URL (url mode),
 // DB_HOST, DB_PORT, DB_NAME, DB_USER, AWS_REGION (iam mode) and
-// DB_MAX_CONNS. In url mode the iam variables are ignored, so that a local
+// DB_MAX_CONNS, DB_QUERY_MODE. In url mode the iam variables are ignored, so that a local
 // run may override DB_AUTH and DATABASE_URL on top of a deployed
 // function's environment.
 //
@@ -137,6 +158,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		}
 		cfg.MaxConns = int32(n)
 	}
+	cfg.QueryMode = QueryMode(env("DB_QUERY_MODE"))
 
 	if cfg.Auth == AuthURL {
 		cfg.URL = env("DATABASE_URL")
@@ -172,6 +194,11 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 func (c Config) validate() error {
 	if c.MaxConns < 0 {
 		return configErr("DB_MAX_CONNS", "is %d: set at least 1, or 0 for the default %d", c.MaxConns, DefaultMaxConns)
+	}
+	switch c.QueryMode {
+	case "", QueryModeExec, QueryModePrepared:
+	default:
+		return configErr("DB_QUERY_MODE", "is %q: set %q (the default, safe through a pooling proxy) or %q (direct connections only)", c.QueryMode, QueryModeExec, QueryModePrepared)
 	}
 	switch c.Auth {
 	case AuthURL:

@@ -159,6 +159,11 @@ func shape(pc *pgxpool.Config, cfg Config) {
 	pc.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
 	pc.ConnConfig.StatementCacheCapacity = 0
 	pc.ConnConfig.DescriptionCacheCapacity = 0
+	if cfg.QueryMode == QueryModePrepared {
+		// Direct connections only: see QueryModePrepared.
+		pc.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheStatement
+		pc.ConnConfig.StatementCacheCapacity = 64
+	}
 
 	hint := "DATABASE_URL must point at the primary"
 	if cfg.Auth == AuthIAM {
