@@ -46,8 +46,10 @@ BEGIN
         SET enable_seqscan = off
         AS $body$
         DECLARE
-            v_now   timestamptz := least(p_now, statement_timestamp());
-            v_owner text;
+            v_now     timestamptz := least(p_now, statement_timestamp());
+            v_owner   text;
+            v_lease   timestamptz;
+            v_expires timestamptz;
         BEGIN
             -- At most three rounds: a round ends early only when a
             -- concurrent claim wrote the key between the read and the insert
@@ -55,14 +57,15 @@ BEGIN
             FOR round IN 1..3 LOOP
                 -- A record that counts as present (not expired, and not an
                 -- in-progress record whose lease ran out) is the answer as it
-                -- is: a replay, a duplicate in progress, or a reused key.
-                SELECT k.status, k.request_hash, k.owner, k.response_body::text
-                INTO state, request_hash, v_owner, response
+                -- is: a replay, a duplicate in progress, or a reused key. The
+                -- lookup is by the primary key alone, and the times are
+                -- compared here, so that no plan can prefer the expires_at
+                -- index for them.
+                SELECT k.status, k.request_hash, k.owner, k.lease_expires_at, k.expires_at, k.response_body::text
+                INTO state, request_hash, v_owner, v_lease, v_expires, response
                 FROM %1$I.idempotency_keys k
-                WHERE k.user_id = p_user_id AND k.key = p_key
-                  AND k.expires_at > v_now
-                  AND (k.status = 'completed' OR k.lease_expires_at > v_now);
-                IF FOUND THEN
+                WHERE k.user_id = p_user_id AND k.key = p_key;
+                IF FOUND AND v_expires > v_now AND (state = 'completed' OR v_lease > v_now) THEN
                     -- The owner repeating its own claim (a lost reply) holds
                     -- the record again, for the same request only.
                     IF state = 'in_progress' AND v_owner = p_owner AND request_hash = p_request_hash THEN

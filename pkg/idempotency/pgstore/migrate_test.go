@@ -1,0 +1,253 @@
+package pgstore_test
+
+import (
+	"context"
+	"encoding/json"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ichido/ichido/pkg/idempotency"
+	"github.com/ichido/ichido/pkg/idempotency/pgstore"
+	"github.com/ichido/ichido/pkg/pgtest"
+)
+
+// TestMigrationFilesCopied keeps the plain copies that users of other
+// migration tools take (migrations/idempotency/) identical to the files
+// Migrate applies.
+func TestMigrationFilesCopied(t *testing.T) {
+	t.Parallel()
+	root, err := pgtest.ModuleRoot()
+	require.NoError(t, err)
+	copies := filepath.Join(root, "migrations", "idempotency")
+	embedded, err := fs.Glob(pgstore.Migrations(), "*.sql")
+	require.NoError(t, err)
+	require.NotEmpty(t, embedded)
+	onDisk, err := filepath.Glob(filepath.Join(copies, "*.sql"))
+	require.NoError(t, err)
+	require.Len(t, onDisk, len(embedded), "every migration has its copy in %s, and no other file is there", copies)
+	for _, name := range embedded {
+		want, err := fs.ReadFile(pgstore.Migrations(), name)
+		require.NoError(t, err)
+		got, err := os.ReadFile(filepath.Join(copies, name))
+		require.NoError(t, err, "copy of %s", name)
+		require.Equal(t, string(want), string(got), "%s differs from pkg/idempotency/pgstore/migrations/%s: copy it again", filepath.Join(copies, name), name)
+	}
+}
+
+// TestMigrateIntoChosenSchema creates the key store in a schema of the
+// user's choosing (quoted: mixed case), with its pg_cron job, then checks
+// that a Store configured with that schema works whatever the connection's
+// search_path, that a second call applies nothing, and that Uninstall
+// removes everything, its job too.
+func TestMigrateIntoChosenSchema(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.NewEmpty(t)
+	schema := "Keys_" + db.Schema
+	base, err := pgtest.SharedURL(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { pgtest.DropSchema(context.Background(), base, schema) })
+
+	res, err := pgstore.Migrate(ctx, db.Pool, &pgstore.MigrateOptions{Schema: schema})
+	require.NoError(t, err)
+	require.Equal(t, schema, res.Schema)
+	require.Equal(t, []string{"0001_idempotency_keys.sql", "0002_purge_procedure.sql", "0003_hot_path_functions.sql"}, res.Applied)
+	require.NotNil(t, res.Purge)
+	require.Equal(t, "purge-idempotency-"+schema, res.Purge.Name)
+
+	var command, database string
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT command, database FROM cron.job WHERE jobname = $1`, res.Purge.Name).Scan(&command, &database))
+	require.Equal(t, `CALL "`+schema+`".purge_expired_idempotency_keys()`, command)
+	var tablesInPath int
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_tables WHERE schemaname = $1`, db.Schema).Scan(&tablesInPath))
+	require.Zero(t, tablesInPath, "nothing goes into the connection's own schema")
+
+	st := pgstore.New(db.Pool, &pgstore.Options{Schema: schema})
+	now := time.Now()
+	ref := idempotency.Ref{UserID: uuid.NewString(), Key: uuid.NewString(), Owner: "o"}
+	claim := idempotency.Claim{Ref: ref, RequestHash: "h", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)}
+	got, err := st.Claim(ctx, claim)
+	require.NoError(t, err)
+	require.True(t, got.Claimed)
+	require.NoError(t, st.Complete(ctx, idempotency.Completion{Ref: ref, Response: idempotency.StoredResponse{StatusCode: 201, Body: "{}"}, Now: now, ExpiresAt: now.Add(time.Hour)}))
+	_, err = db.Pool.Exec(ctx, `CALL "`+schema+`".purge_expired_idempotency_keys()`)
+	require.NoError(t, err, "the purge procedure can be called from a scheduler of the user's own")
+
+	again, err := pgstore.Migrate(ctx, db.Pool, &pgstore.MigrateOptions{Schema: schema})
+	require.NoError(t, err)
+	require.Empty(t, again.Applied, "a second call applies nothing")
+	var jobs int
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM cron.job WHERE jobname = $1`, res.Purge.Name).Scan(&jobs))
+	require.Equal(t, 1, jobs, "the job is updated in place, not added twice")
+
+	require.NoError(t, pgstore.Uninstall(ctx, db.Pool, &pgstore.MigrateOptions{Schema: schema}))
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM cron.job WHERE jobname = $1`, res.Purge.Name).Scan(&jobs))
+	require.Zero(t, jobs)
+	var objects int
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1)
+		+ (SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1)`, schema).Scan(&objects))
+	require.Zero(t, objects)
+}
+
+// TestMigrateCronOff schedules nothing: the user calls the purge from a
+// scheduler of their own.
+func TestMigrateCronOff(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.NewEmpty(t)
+	res, err := pgstore.Migrate(ctx, db.Pool, &pgstore.MigrateOptions{Cron: pgstore.CronOff})
+	require.NoError(t, err)
+	require.Nil(t, res.Purge)
+	require.Equal(t, db.Schema, res.Schema, "the connection's current schema by default")
+	var jobs int
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM cron.job WHERE jobname LIKE '%-' || $1`, db.Schema).Scan(&jobs))
+	require.Zero(t, jobs)
+
+	_, err = pgstore.Migrate(ctx, db.Pool, &pgstore.MigrateOptions{Cron: "sometimes"})
+	require.ErrorContains(t, err, "MigrateOptions.Cron")
+}
+
+// TestMigrateTakesOverEarlierLayout: a schema holding the table and the
+// purge procedure from the project's earlier goose migrations, with live
+// records, is taken over in place: the records stay and only the functions
+// are added.
+func TestMigrateTakesOverEarlierLayout(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.NewEmpty(t)
+	for _, name := range []string{"0001_idempotency_keys.sql", "0002_purge_procedure.sql"} {
+		sql, err := fs.ReadFile(pgstore.Migrations(), name)
+		require.NoError(t, err)
+		_, err = db.Pool.Exec(ctx, string(sql))
+		require.NoError(t, err)
+	}
+	user, key := uuid.NewString(), uuid.NewString()
+	_, err := db.Pool.Exec(ctx, `INSERT INTO idempotency_keys (key, user_id, request_hash, status, response_body, status_code, owner, created_at, expires_at)
+		VALUES ($1, $2, 'h', 'completed', '{"status":201,"body":"kept"}', 201, 'o', now(), now() + interval '1 hour')`, key, user)
+	require.NoError(t, err)
+
+	res, err := pgstore.Migrate(ctx, db.Pool, nil)
+	require.NoError(t, err)
+	require.Equal(t, []string{"0003_hot_path_functions.sql"}, res.Applied)
+	now := time.Now()
+	got, err := pgstore.New(db.Pool, nil).Claim(ctx, idempotency.Claim{Ref: idempotency.Ref{UserID: user, Key: key, Owner: "x"},
+		RequestHash: "h", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)})
+	require.NoError(t, err)
+	require.False(t, got.Claimed)
+	require.Equal(t, "kept", got.Record.Response.Body)
+}
+
+// TestNoSequentialScanAfterEmptyAnalyze is the cached-plan hazard: the
+// table is analysed while empty, a connection runs the claim often enough
+// for its plans to be cached, the table then fills with 10,000 keys (no
+// ANALYZE in between, autovacuum off), and the claim on that same
+// connection must still read a handful of buffers per call, not every page.
+// A copy of the claim's lookup without the functions' SET enable_seqscan =
+// off shows, on the same connection, that the hazard is real here.
+func TestNoSequentialScanAfterEmptyAnalyze(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.New(t)
+	for _, s := range []string{
+		`ALTER TABLE idempotency_keys SET (autovacuum_enabled = false)`,
+		`ANALYZE idempotency_keys`,
+		// The hazard as it was: a lookup whose plan is cached unguarded.
+		`CREATE FUNCTION unguarded_lookup(p_user_id uuid, p_key text) RETURNS text LANGUAGE plpgsql AS $$
+		DECLARE s text;
+		BEGIN
+			SELECT k.status INTO s FROM idempotency_keys k WHERE k.user_id = p_user_id AND k.key = p_key;
+			RETURN s;
+		END $$`,
+	} {
+		_, err := db.Pool.Exec(ctx, s)
+		require.NoError(t, err)
+	}
+
+	// One connection, open all along: the pool never has another.
+	conn := newPool(t, db.URL, func(c *pgxpool.Config) { c.MaxConns = 1 })
+	onConn := pgstore.New(conn, nil)
+	var pid int
+	require.NoError(t, conn.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid))
+	user := uuid.NewString()
+	now := time.Now()
+	claim := func(key, owner string) idempotency.Claim {
+		return idempotency.Claim{Ref: idempotency.Ref{UserID: user, Key: key, Owner: owner}, RequestHash: "h",
+			Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)}
+	}
+	// Every statement of the functions runs on the empty table (no page
+	// yet), more often than the five custom plans after which a cached plan
+	// may be kept for good. A claim whose key breaks the table's CHECK runs
+	// its lookup and then fails before its insert writes a page.
+	for range 10 {
+		var s *string
+		require.NoError(t, conn.QueryRow(ctx, `SELECT unguarded_lookup($1::uuid, $2::text)`, user, uuid.NewString()).Scan(&s))
+	}
+	for range 10 {
+		bad := claim(uuid.NewString()[:35], "first")
+		_, err := onConn.Claim(ctx, bad)
+		require.Error(t, err)
+		ref := claim(uuid.NewString(), "first").Ref
+		require.ErrorIs(t, onConn.Complete(ctx, idempotency.Completion{Ref: ref, Response: idempotency.StoredResponse{StatusCode: 201, Body: "{}"}, Now: now, ExpiresAt: now.Add(time.Hour)}), idempotency.ErrLeaseLost)
+		require.ErrorIs(t, onConn.Release(ctx, ref), idempotency.ErrLeaseLost)
+	}
+	var emptyPages int
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT pg_relation_size('idempotency_keys')`).Scan(&emptyPages))
+	require.Zero(t, emptyPages, "the plans were made on an empty table")
+
+	_, err := db.Pool.Exec(ctx, `INSERT INTO idempotency_keys (key, user_id, request_hash, status, response_body, status_code, owner, created_at, expires_at)
+		SELECT gen_random_uuid()::text, gen_random_uuid(), 'h', 'completed', '{"status":201,"body":"{}"}', 201, 'o', now(), now() + interval '1 hour'
+		FROM generate_series(1, 10000)`)
+	require.NoError(t, err)
+	var pages int
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT pg_relation_size('idempotency_keys') / current_setting('block_size')::int`).Scan(&pages))
+	require.Greater(t, pages, 50, "the table must be large enough for a sequential scan to show")
+
+	// buffers returns the shared buffers one statement read on conn.
+	buffers := func(sql string, args ...any) int {
+		t.Helper()
+		var plan []struct {
+			Plan struct {
+				Hit  int `json:"Shared Hit Blocks"`
+				Read int `json:"Shared Read Blocks"`
+			} `json:"Plan"`
+		}
+		var js []byte
+		require.NoError(t, conn.QueryRow(ctx, `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) `+sql, args...).Scan(&js))
+		require.NoError(t, json.Unmarshal(js, &plan))
+		return plan[0].Plan.Hit + plan[0].Plan.Read
+	}
+	args := func(c idempotency.Claim) []any {
+		return []any{c.UserID, c.Key, c.RequestHash, c.Owner, c.Now, c.LeaseUntil, c.ExpiresAt}
+	}
+	const claimSQL = `SELECT * FROM idempotency_key_claim($1::uuid, $2::text, $3::text, $4::text, $5::timestamptz, $6::timestamptz, $7::timestamptz)`
+
+	// A key the lookup does not find is read to the end of a sequential
+	// scan; one written after the fill sits at the end of the table.
+	require.Greater(t, buffers(`SELECT unguarded_lookup($1::uuid, $2::text)`, user, uuid.NewString()), pages/2,
+		"the unguarded copy should show the sequential scan its cached plan makes")
+	late := claim(uuid.NewString(), "late")
+	res, err := onConn.Claim(ctx, late)
+	require.NoError(t, err)
+	require.True(t, res.Claimed)
+	require.NoError(t, onConn.Complete(ctx, idempotency.Completion{Ref: late.Ref, Response: idempotency.StoredResponse{StatusCode: 201, Body: "{}"}, Now: now, ExpiresAt: now.Add(time.Hour)}))
+	replay := buffers(claimSQL, args(claim(late.Key, "retry"))...)
+	require.LessOrEqual(t, replay, 12, "a replay's claim reads %d buffers", replay)
+	fresh := claim(uuid.NewString(), "first")
+	first := buffers(claimSQL, args(fresh)...)
+	require.LessOrEqual(t, first, 30, "a first claim reads %d buffers", first)
+	done := buffers(`SELECT idempotency_key_complete($1::uuid, $2::text, $3::text, '{"status":201,"body":""}', 201, $4::timestamptz)`,
+		fresh.UserID, fresh.Key, fresh.Owner, fresh.ExpiresAt)
+	require.LessOrEqual(t, done, 30, "a completion reads %d buffers", done)
+	gone := buffers(`SELECT idempotency_key_release($1::uuid, $2::text, $3::text)`, fresh.UserID, fresh.Key, "nobody")
+	require.LessOrEqual(t, gone, 12, "a release reads %d buffers", gone)
+	var pidAtEnd int
+	require.NoError(t, conn.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pidAtEnd))
+	require.Equal(t, pid, pidAtEnd, "the same server connection throughout")
+}
