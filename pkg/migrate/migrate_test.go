@@ -4,13 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"net/url"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ichido/ichido/migrations"
+	"github.com/ichido/ichido/pkg/idempotency/pgstore"
 	"github.com/ichido/ichido/pkg/migrate"
 	"github.com/ichido/ichido/pkg/pgtest"
 )
@@ -20,25 +26,27 @@ func TestUpDownUp(t *testing.T) {
 	ctx := context.Background()
 	db := pgtest.NewEmpty(t)
 
+	all := migrationCount(t)
 	applied, err := migrate.Up(ctx, db.Pool)
 	require.NoError(t, err)
-	require.Len(t, applied, 4)
-	requireTables(t, db, "idempotency_keys", "tasks")
+	require.Len(t, applied, all)
+	require.Equal(t, "pgstore/0001_idempotency_keys.sql", applied[0].Name, "the key store first")
+	requireTables(t, db, "idempotency_keys", "idempotency_store_version", "tasks")
 
 	rolledBack, err := migrate.Reset(ctx, db.Pool)
 	require.NoError(t, err)
-	require.Len(t, rolledBack, 4)
+	require.Len(t, rolledBack, all)
 	requireTables(t, db)
 	require.Zero(t, countJobs(t, db), "down must unschedule the schema's jobs")
 
 	applied, err = migrate.Up(ctx, db.Pool)
 	require.NoError(t, err)
-	require.Len(t, applied, 4)
-	requireTables(t, db, "idempotency_keys", "tasks")
+	require.Len(t, applied, all)
+	requireTables(t, db, "idempotency_keys", "idempotency_store_version", "tasks")
 
 	v, err := migrate.Version(ctx, db.Pool)
 	require.NoError(t, err)
-	require.EqualValues(t, 4, v)
+	require.EqualValues(t, newestAppVersion(t), v)
 
 	again, err := migrate.Up(ctx, db.Pool)
 	require.NoError(t, err)
@@ -80,9 +88,11 @@ func TestCronJobsRegistered(t *testing.T) {
 	}
 	require.NoError(t, rows.Err())
 	require.Equal(t, []job{
-		{"purge-cron-history-" + db.Schema, "30 3 * * *", "DELETE FROM cron.job_run_details WHERE end_time < now() - interval '7 days'"},
 		{"purge-idempotency-" + db.Schema, "0 * * * *", fmt.Sprintf("CALL %s.purge_expired_idempotency_keys()", db.Schema)},
 	}, jobs)
+	var history string
+	require.NoError(t, db.Pool.QueryRow(context.Background(), `SELECT schedule FROM cron.job WHERE jobname = 'purge-cron-history'`).Scan(&history))
+	require.Equal(t, "30 3 * * *", history, "one job trims pg_cron's own history")
 }
 
 // insertKeys adds n records expiring at the given offset from now.
@@ -177,6 +187,31 @@ func TestUpRefusesWithoutPgCron(t *testing.T) {
 	require.Zero(t, tables, "nothing may be applied")
 }
 
+// migrationCount is how many migrations Up applies to an empty schema: the
+// key store's and the app's.
+func migrationCount(t *testing.T) int {
+	t.Helper()
+	store, err := fs.Glob(pgstore.Migrations(), "*.sql")
+	require.NoError(t, err)
+	app, err := fs.Glob(migrations.FS, "*.sql")
+	require.NoError(t, err)
+	return len(store) + len(app)
+}
+
+// newestAppVersion is the version of the app's newest migration file.
+func newestAppVersion(t *testing.T) int64 {
+	t.Helper()
+	app, err := fs.Glob(migrations.FS, "*.sql")
+	require.NoError(t, err)
+	var newest int64
+	for _, name := range app {
+		v, err := strconv.ParseInt(strings.SplitN(name, "_", 2)[0], 10, 64)
+		require.NoError(t, err)
+		newest = max(newest, v)
+	}
+	return newest
+}
+
 func requireTables(t *testing.T, db *pgtest.DB, want ...string) {
 	t.Helper()
 	rows, err := db.Pool.Query(context.Background(),
@@ -200,4 +235,131 @@ func countJobs(t *testing.T, db *pgtest.DB) int {
 	var n int
 	require.NoError(t, db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM cron.job WHERE jobname LIKE '%-' || $1`, db.Schema).Scan(&n))
 	return n
+}
+
+// secondDatabase creates a database of its own in the shared cluster, which
+// is not the one named by cron.database_name, and returns its URL. It is
+// dropped at the end of the test, with any job scheduled for it.
+func secondDatabase(t *testing.T) (url, name string) {
+	t.Helper()
+	ctx := context.Background()
+	base, err := pgtest.SharedURL(ctx)
+	require.NoError(t, err)
+	admin, err := pgxpool.New(ctx, base)
+	require.NoError(t, err)
+	t.Cleanup(admin.Close)
+	name = "second_" + strings.ReplaceAll(strings.ToLower(t.Name()), "/", "_")
+	name = name[:min(len(name), 40)] + "_" + fmt.Sprint(time.Now().UnixNano()%1_000_000)
+	_, err = admin.Exec(ctx, `CREATE DATABASE `+name)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx := context.Background()
+		_, _ = admin.Exec(ctx, `SELECT cron.unschedule(jobid) FROM cron.job WHERE database = $1`, name)
+		_, _ = admin.Exec(ctx, `DROP DATABASE IF EXISTS `+name+` WITH (FORCE)`)
+	})
+	var cronDB string
+	require.NoError(t, admin.QueryRow(ctx, `SELECT current_setting('cron.database_name')`).Scan(&cronDB))
+	require.NotEqual(t, cronDB, name)
+	u, err := withURL(base, name, "")
+	require.NoError(t, err)
+	return u, name
+}
+
+// TestUpInSecondDatabase applies everything in a database other than the
+// cron database, as a user who may schedule there: the purge is scheduled
+// from the cron database to run in this one (cron.schedule_in_database).
+func TestUpInSecondDatabase(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	u, name := secondDatabase(t)
+	pool, err := pgxpool.New(ctx, u)
+	require.NoError(t, err)
+	defer pool.Close()
+
+	applied, err := migrate.Up(ctx, pool)
+	require.NoError(t, err)
+	require.Len(t, applied, migrationCount(t))
+
+	base, err := pgtest.SharedURL(ctx)
+	require.NoError(t, err)
+	admin, err := pgxpool.New(ctx, base)
+	require.NoError(t, err)
+	defer admin.Close()
+	var command, database string
+	require.NoError(t, admin.QueryRow(ctx, `SELECT command, database FROM cron.job WHERE jobname = $1`, "purge-idempotency-"+name).Scan(&command, &database))
+	require.Equal(t, name, database, "the job runs in the second database")
+	require.Equal(t, "CALL public.purge_expired_idempotency_keys()", command)
+
+	_, err = pool.Exec(ctx, `CALL purge_expired_idempotency_keys()`)
+	require.NoError(t, err)
+	again, err := migrate.Up(ctx, pool)
+	require.NoError(t, err)
+	require.Empty(t, again)
+}
+
+// TestUpInSecondDatabaseWithoutCronRights: a user who owns the second
+// database but may not schedule jobs in the cron database gets an error
+// that names cron.database_name and both ways out, before anything is
+// applied.
+func TestUpInSecondDatabaseWithoutCronRights(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	u, name := secondDatabase(t)
+	base, err := pgtest.SharedURL(ctx)
+	require.NoError(t, err)
+	admin, err := pgxpool.New(ctx, base)
+	require.NoError(t, err)
+	defer admin.Close()
+	role := name + "_owner"
+	_, err = admin.Exec(ctx, `CREATE ROLE `+role+` LOGIN`)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_, _ = admin.Exec(context.Background(), `DROP OWNED BY `+role)
+		_, _ = admin.Exec(context.Background(), `DROP ROLE IF EXISTS `+role)
+	})
+	_, err = admin.Exec(ctx, `ALTER DATABASE `+name+` OWNER TO `+role)
+	require.NoError(t, err)
+	su, err := pgxpool.New(ctx, u)
+	require.NoError(t, err)
+	_, err = su.Exec(ctx, `ALTER SCHEMA public OWNER TO `+role)
+	su.Close()
+	require.NoError(t, err)
+
+	ru, err := withURL(u, "", role)
+	require.NoError(t, err)
+	pool, err := pgxpool.New(ctx, ru)
+	require.NoError(t, err)
+	defer pool.Close()
+
+	_, err = migrate.Up(ctx, pool)
+	require.ErrorIs(t, err, migrate.ErrCronElsewhere)
+	for _, want := range []string{"cron.database_name", "cron.schedule_in_database", "CronOff", "purge_expired_idempotency_keys"} {
+		require.Contains(t, err.Error(), want)
+	}
+	var tables int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_tables WHERE schemaname = 'public'`).Scan(&tables))
+	require.Zero(t, tables, "nothing may be applied")
+
+	// The way out without pg_cron: the key store alone, purged by the
+	// user's own scheduler.
+	res, err := pgstore.Migrate(ctx, pool, &pgstore.MigrateOptions{Cron: pgstore.CronOff})
+	require.NoError(t, err)
+	require.Nil(t, res.Purge)
+	_, err = pool.Exec(ctx, `CALL purge_expired_idempotency_keys()`)
+	require.NoError(t, err)
+}
+
+// withURL returns rawURL with another database and/or user.
+func withURL(rawURL, database, user string) (string, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return "", err
+	}
+	if database != "" {
+		u.Path = "/" + database
+	}
+	if user != "" {
+		u.User = url.User(user)
+	}
+	return u.String(), nil
 }

@@ -11,7 +11,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -310,6 +312,21 @@ func resolveSchema(ctx context.Context, conn *pgx.Conn, schema string) (string, 
 	return *cur, nil
 }
 
+// quoteIdent quotes name as format('%I') does: only when it needs quotes.
+func quoteIdent(name string) string {
+	plain := name != ""
+	for i, r := range name {
+		if !(r == '_' || (r >= 'a' && r <= 'z') || (i > 0 && (r >= '0' && r <= '9' || r == '$'))) {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		return name
+	}
+	return pgx.Identifier{name}.Sanitize()
+}
+
 func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 // purgeJobName names the purge job of schema in database db. Schemas side
@@ -345,18 +362,34 @@ type cronPlan struct {
 
 func planCron(ctx context.Context, conn *pgx.Conn, schema string) (*cronPlan, error) {
 	var db string
-	var cronDB *string
-	var available bool
-	err := conn.QueryRow(ctx, `SELECT current_database(), current_setting('cron.database_name', true),
-		EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'pg_cron')`).Scan(&db, &cronDB, &available)
+	var available, here bool
+	err := conn.QueryRow(ctx, `SELECT current_database(),
+		EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'pg_cron'),
+		EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pg_cron')`).Scan(&db, &available, &here)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: migrate: checking for pg_cron: %w", err)
 	}
 	offHint := fmt.Sprintf("or migrate with MigrateOptions{Cron: pgstore.CronOff} (cmd/keystore -no-cron) and call CALL %s.purge_expired_idempotency_keys() hourly from a scheduler of your own",
-		pgx.Identifier{schema}.Sanitize())
-	switch {
-	case !available:
+		quoteIdent(schema))
+	if !available {
 		return nil, fmt.Errorf("%w: the extension is not installed (Debian: apt-get install postgresql-15-cron; Aurora: add pg_cron to shared_preload_libraries in the cluster parameter group), %s", ErrNoPgCron, offHint)
+	}
+	// cron.database_name can be read by superusers and members of
+	// pg_read_all_settings only.
+	var cronDB *string
+	err = conn.QueryRow(ctx, `SELECT current_setting('cron.database_name', true)`).Scan(&cronDB)
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(err, &pgErr) && pgErr.Code == pgerrcode.InsufficientPrivilege:
+		if here {
+			// The extension exists only in the cron database.
+			cronDB = &db
+			break
+		}
+		return nil, fmt.Errorf("%w: this user may not read cron.database_name (that needs pg_read_all_settings), and pg_cron is not created in %q, so its jobs live in another database. Either run the migrations in the database named by cron.database_name, or as a user who may read it and call cron.schedule_in_database there; %s",
+			ErrCronElsewhere, db, offHint)
+	case err != nil:
+		return nil, fmt.Errorf("pgstore: migrate: checking for pg_cron: %w", err)
 	case cronDB == nil || *cronDB == "":
 		return nil, fmt.Errorf("%w: it is not loaded: set shared_preload_libraries = 'pg_cron' and cron.database_name, then restart the server; %s", ErrNoPgCron, offHint)
 	}
@@ -410,7 +443,7 @@ func (p *cronPlan) schedule(ctx context.Context, tx pgx.Tx) (*CronJob, error) {
 		Name:         purgeJobName(p.cron == nil, p.db, p.schema),
 		CronDatabase: p.cronDB,
 		Database:     p.db,
-		Command:      fmt.Sprintf("CALL %s.purge_expired_idempotency_keys()", pgx.Identifier{p.schema}.Sanitize()),
+		Command:      fmt.Sprintf("CALL %s.purge_expired_idempotency_keys()", quoteIdent(p.schema)),
 	}
 	if p.cron == nil {
 		for _, s := range []struct {
@@ -469,7 +502,13 @@ func (p *cronPlan) close(ctx context.Context) {
 func unscheduleJobs(ctx context.Context, conn *pgx.Conn, schema string) error {
 	var db string
 	var cronDB *string
-	if err := conn.QueryRow(ctx, `SELECT current_database(), current_setting('cron.database_name', true)`).Scan(&db, &cronDB); err != nil {
+	err := conn.QueryRow(ctx, `SELECT current_database(), current_setting('cron.database_name', true)`).Scan(&db, &cronDB)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == pgerrcode.InsufficientPrivilege {
+		// Only the cron database has the extension: look there, i.e. here.
+		err = conn.QueryRow(ctx, `SELECT current_database(), current_database()`).Scan(&db, &cronDB)
+	}
+	if err != nil {
 		return fmt.Errorf("pgstore: uninstall: %w", err)
 	}
 	if cronDB == nil || *cronDB == "" {
@@ -490,7 +529,7 @@ func unscheduleJobs(ctx context.Context, conn *pgx.Conn, schema string) error {
 	if err := target.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pg_cron')`).Scan(&exists); err != nil || !exists {
 		return err
 	}
-	_, err := target.Exec(ctx, `SELECT cron.unschedule(jobid) FROM cron.job WHERE jobname = $1::text AND database = $2::text`,
+	_, err = target.Exec(ctx, `SELECT cron.unschedule(jobid) FROM cron.job WHERE jobname = $1::text AND database = $2::text`,
 		purgeJobName(*cronDB == db, db, schema), db)
 	if err != nil {
 		return fmt.Errorf("pgstore: uninstall: unscheduling the purge: %w", err)

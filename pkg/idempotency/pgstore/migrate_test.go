@@ -64,7 +64,7 @@ func TestMigrateIntoChosenSchema(t *testing.T) {
 
 	var command, database string
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT command, database FROM cron.job WHERE jobname = $1`, res.Purge.Name).Scan(&command, &database))
-	require.Equal(t, `CALL "`+schema+`".purge_expired_idempotency_keys()`, command)
+	require.Equal(t, `CALL "`+schema+`".purge_expired_idempotency_keys()`, command, "a mixed-case schema is quoted")
 	var tablesInPath int
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_tables WHERE schemaname = $1`, db.Schema).Scan(&tablesInPath))
 	require.Zero(t, tablesInPath, "nothing goes into the connection's own schema")
@@ -150,11 +150,24 @@ func TestMigrateTakesOverEarlierLayout(t *testing.T) {
 // ANALYZE in between, autovacuum off), and the claim on that same
 // connection must still read a handful of buffers per call, not every page.
 // A copy of the claim's lookup without the functions' SET enable_seqscan =
-// off shows, on the same connection, that the hazard is real here.
+// off shows, on the same connection, that the hazard is real here. The
+// cluster is the test's own: on a busy shared one, catalog changes by other
+// tests can overflow a session's invalidation queue and reset its plans,
+// which would hide the hazard.
 func TestNoSequentialScanAfterEmptyAnalyze(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	db := pgtest.New(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cluster, err := pgtest.StartCluster(ctx, pgtest.Options{Dir: t.TempDir() + "/data", NoCron: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cluster.Destroy() })
+	db := struct {
+		URL  string
+		Pool *pgxpool.Pool
+	}{URL: cluster.URL("")}
+	db.Pool = newPool(t, db.URL, nil)
+	_, err = pgstore.Migrate(ctx, db.Pool, &pgstore.MigrateOptions{Cron: pgstore.CronOff})
+	require.NoError(t, err)
 	for _, s := range []string{
 		`ALTER TABLE idempotency_keys SET (autovacuum_enabled = false)`,
 		`ANALYZE idempotency_keys`,
@@ -201,7 +214,7 @@ func TestNoSequentialScanAfterEmptyAnalyze(t *testing.T) {
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT pg_relation_size('idempotency_keys')`).Scan(&emptyPages))
 	require.Zero(t, emptyPages, "the plans were made on an empty table")
 
-	_, err := db.Pool.Exec(ctx, `INSERT INTO idempotency_keys (key, user_id, request_hash, status, response_body, status_code, owner, created_at, expires_at)
+	_, err = db.Pool.Exec(ctx, `INSERT INTO idempotency_keys (key, user_id, request_hash, status, response_body, status_code, owner, created_at, expires_at)
 		SELECT gen_random_uuid()::text, gen_random_uuid(), 'h', 'completed', '{"status":201,"body":"{}"}', 201, 'o', now(), now() + interval '1 hour'
 		FROM generate_series(1, 10000)`)
 	require.NoError(t, err)
