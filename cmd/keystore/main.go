@@ -1,0 +1,101 @@
+// Command keystore creates or updates the idempotency key store (package
+// pgstore's own migrations: the UNLOGGED table, the purge procedure, the
+// functions the store calls, and the hourly pg_cron job) in one schema of a
+// PostgreSQL database, without the sample app's tables.
+//
+// Usage:
+//
+//	go run github.com/ichido/ichido/cmd/keystore -database-url URL [-schema name] [-no-cron]
+//
+// -database-url defaults to $DATABASE_URL. -schema defaults to the
+// connection's current schema (public unless the URL sets search_path).
+// pg_cron is used where it lives: in this database when it is the one named
+// by cron.database_name, else scheduled from that database with
+// cron.schedule_in_database; when neither is possible nothing is applied and
+// the message says what to do. -no-cron schedules nothing: call
+// CALL <schema>.purge_expired_idempotency_keys() hourly from a scheduler of
+// your own.
+//
+// -uninstall removes the key store and its job instead (every record is
+// lost).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/ichido/ichido/pkg/idempotency/pgstore"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Getenv); err != nil {
+		fmt.Fprintln(os.Stderr, "keystore:", err)
+		stop()
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, out io.Writer, getenv func(string) string) error {
+	fs := flag.NewFlagSet("keystore", flag.ContinueOnError)
+	fs.SetOutput(out)
+	url := fs.String("database-url", getenv("DATABASE_URL"), "PostgreSQL URL (default $DATABASE_URL)")
+	schema := fs.String("schema", "", "schema of the key store (default: the connection's current schema)")
+	noCron := fs.Bool("no-cron", false, "schedule no pg_cron job; call the purge procedure from your own scheduler")
+	uninstall := fs.Bool("uninstall", false, "remove the key store and its pg_cron job (every record is lost)")
+	timeout := fs.Duration("timeout", time.Minute, "give up after this long")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if *url == "" {
+		return errors.New("no database: pass -database-url or set DATABASE_URL")
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, *url)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	opts := &pgstore.MigrateOptions{Schema: *schema}
+	if *noCron {
+		opts.Cron = pgstore.CronOff
+	}
+	if *uninstall {
+		if err := pgstore.Uninstall(ctx, pool, opts); err != nil {
+			return err
+		}
+		fmt.Fprintln(out, "removed the key store")
+		return nil
+	}
+	res, err := pgstore.Migrate(ctx, pool, opts)
+	if err != nil {
+		return err
+	}
+	if len(res.Applied) == 0 {
+		fmt.Fprintf(out, "schema %s: the key store is up to date\n", res.Schema)
+	} else {
+		for _, name := range res.Applied {
+			fmt.Fprintf(out, "schema %s: applied %s\n", res.Schema, name)
+		}
+	}
+	if res.Purge != nil {
+		fmt.Fprintf(out, "purge: pg_cron job %q in database %s runs %s hourly in database %s\n", res.Purge.Name, res.Purge.CronDatabase, res.Purge.Command, res.Purge.Database)
+	} else {
+		fmt.Fprintf(out, "purge: not scheduled; call CALL %s.purge_expired_idempotency_keys() hourly from your own scheduler\n", res.Schema)
+	}
+	return nil
+}

@@ -1,0 +1,40 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ichido/ichido/pkg/pgtest"
+)
+
+func TestKeystoreCommand(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.NewEmpty(t)
+	schema := "ks_" + db.Schema
+	base, err := pgtest.SharedURL(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { pgtest.DropSchema(context.Background(), base, schema) })
+	env := func(string) string { return "" }
+
+	var out bytes.Buffer
+	require.NoError(t, run(ctx, []string{"-database-url", db.URL, "-schema", schema}, &out, env))
+	require.Contains(t, out.String(), "applied 0003_hot_path_functions.sql")
+	require.Contains(t, out.String(), `pg_cron job "purge-idempotency-`+schema+`"`)
+
+	out.Reset()
+	require.NoError(t, run(ctx, []string{"-schema", schema, "-no-cron"}, &out, func(string) string { return db.URL }))
+	require.Contains(t, out.String(), "up to date")
+	require.Contains(t, out.String(), "not scheduled")
+
+	out.Reset()
+	require.NoError(t, run(ctx, []string{"-database-url", db.URL, "-schema", schema, "-uninstall"}, &out, env))
+	var n int
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_tables WHERE schemaname = $1`, schema).Scan(&n))
+	require.Zero(t, n)
+
+	require.ErrorContains(t, run(ctx, nil, &out, env), "DATABASE_URL")
+}

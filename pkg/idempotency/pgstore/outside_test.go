@@ -1,0 +1,95 @@
+package pgstore_test
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ichido/ichido/pkg/pgtest"
+)
+
+// TestProgramOutsideTheRepository builds testdata/outside, a program in a
+// module of its own in a folder outside the repository, and runs it on a
+// database of its own in the test cluster (not the cron database): one
+// pgstore.Migrate call creates the key store in the program's schema, and
+// its wrapped handler answers a request, then replays it.
+func TestProgramOutsideTheRepository(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	root, err := pgtest.ModuleRoot()
+	require.NoError(t, err)
+	goVersion := ""
+	mod, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	require.NoError(t, err)
+	for _, line := range strings.Split(string(mod), "\n") {
+		if v, ok := strings.CutPrefix(line, "go "); ok {
+			goVersion = strings.TrimSpace(v)
+		}
+	}
+	require.NotEmpty(t, goVersion)
+
+	dir := t.TempDir()
+	src, err := os.ReadFile(filepath.Join("testdata", "outside", "main.go"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "main.go"), src, 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.mod"), []byte(fmt.Sprintf(
+		"module example.com/orders\n\ngo %s\n\nrequire github.com/ichido/ichido v0.0.0\n\nreplace github.com/ichido/ichido => %s\n", goVersion, root)), 0o644))
+	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.sum"), sum, 0o644))
+
+	// A database of its own in the cluster.
+	base, err := pgtest.SharedURL(ctx)
+	require.NoError(t, err)
+	admin, err := pgxpool.New(ctx, base)
+	require.NoError(t, err)
+	defer admin.Close()
+	name := fmt.Sprintf("orders_%d", time.Now().UnixNano()%1_000_000_000)
+	_, err = admin.Exec(ctx, "CREATE DATABASE "+name)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx := context.Background()
+		_, _ = admin.Exec(ctx, `SELECT cron.unschedule(jobid) FROM cron.job WHERE database = $1`, name)
+		_, _ = admin.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+	})
+	u, err := url.Parse(base)
+	require.NoError(t, err)
+	u.Path = "/" + name
+
+	build := exec.CommandContext(ctx, "go", "build", "-mod=mod", "-o", filepath.Join(dir, "orders"), ".")
+	build.Dir = dir
+	build.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=")
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "building the program outside the repository:\n%s", out)
+
+	run := exec.CommandContext(ctx, filepath.Join(dir, "orders"))
+	run.Env = append(os.Environ(), "DATABASE_URL="+u.String())
+	out, err = run.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	// The decorator's JSON log and metric lines go to stdout too, as on
+	// Lambda; the program's own lines are the rest.
+	var own []string
+	for _, line := range strings.SplitAfter(string(out), "\n") {
+		if line != "" && !strings.HasPrefix(line, "{") {
+			own = append(own, line)
+		}
+	}
+	require.Equal(t, `key store in schema orders_idempotency, 3 migrations applied
+201 {"order":"1"} replayed=""
+201 {"order":"1"} replayed="true"
+`, strings.Join(own, ""))
+
+	var jobDB string
+	require.NoError(t, admin.QueryRow(ctx, `SELECT database FROM cron.job WHERE jobname = $1`, "purge-idempotency-"+name+"-orders_idempotency").Scan(&jobDB))
+	require.Equal(t, name, jobDB, "the purge is scheduled from the cron database to run in the program's")
+}

@@ -1,0 +1,65 @@
+// A program of its own, outside the ichido repository, that keeps its
+// idempotency keys in its own database and schema: one call creates the key
+// store (pgstore.Migrate), and idempotency.Wrap protects its handler.
+// TestProgramOutsideTheRepository builds and runs it.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"os"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/ichido/ichido/pkg/idempotency"
+	"github.com/ichido/ichido/pkg/idempotency/pgstore"
+)
+
+func createOrder(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	return events.APIGatewayV2HTTPResponse{StatusCode: 201, Body: `{"order":"1"}`}, nil
+}
+
+func main() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+
+	// The one call: the key store in schema "orders_idempotency" of this
+	// database, its purge scheduled with pg_cron wherever pg_cron lives.
+	res, err := pgstore.Migrate(ctx, pool, &pgstore.MigrateOptions{Schema: "orders_idempotency"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("key store in schema %s, %d migrations applied\n", res.Schema, len(res.Applied))
+
+	store := pgstore.New(pool, &pgstore.Options{Schema: res.Schema})
+	handler, err := idempotency.Wrap(createOrder, idempotency.Config{Store: store})
+	if err != nil {
+		log.Fatal(err)
+	}
+	req := events.APIGatewayV2HTTPRequest{
+		RawPath: "/orders",
+		Headers: map[string]string{"idempotency-key": "5f0c7a52-51d6-4a8e-9a43-1b2f4c1d2e3f"},
+		Body:    `{"item":"tea"}`,
+		RequestContext: events.APIGatewayV2HTTPRequestContext{
+			HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: "POST", Path: "/orders"},
+			Authorizer: &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
+				JWT: &events.APIGatewayV2HTTPRequestContextAuthorizerJWTDescription{
+					Claims: map[string]string{"sub": "0d9f6b8e-3c1a-4f5e-8b7d-2a6c9e1f4b3d"},
+				},
+			},
+		},
+	}
+	for range 2 {
+		resp, err := handler(ctx, req)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Printf("%d %s replayed=%q\n", resp.StatusCode, resp.Body, resp.Headers[idempotency.ReplayedHeader])
+	}
+}
