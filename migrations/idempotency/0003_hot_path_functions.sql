@@ -2,7 +2,7 @@
 -- and one round trip, and so that their inner statements are planned once
 -- per server connection and cached there (docs/adr/0025):
 --
---     SELECT state, request_hash, response FROM idempotency_key_claim(…)
+--     SELECT idempotency_key_claim(…)
 --     SELECT idempotency_key_complete(…)
 --     SELECT idempotency_key_release(…)
 --
@@ -25,10 +25,16 @@
 -- clock; a caller whose clock runs behind only takes over later. A test
 -- drives every branch with an injected clock set in the past.
 --
--- The claim returns only what the caller needs: state ('claimed',
--- 'reclaimed', 'in_progress' or 'completed'), the stored fingerprint when it
--- differs from the caller's (NULL when they are equal), and the stored
--- response envelope of a completed record.
+-- The claim returns only what the caller needs, as one text value (a single
+-- scalar costs the server less than a row): its first character says what
+-- was found, and the rest carries the one thing that goes with it.
+--
+--     C             claimed: the caller's record was written
+--     R             reclaimed: the caller's own live claim of the same request
+--     P             in progress, claimed by another invocation, same request
+--     D<response>   completed, same request: the stored response envelope
+--     Mi<hash>      in progress for another request: the stored fingerprint
+--     Mc<hash>      completed for another request: the stored fingerprint
 --
 -- Tables and functions are named with their schema, written in when the
 -- functions are created (the schema these migrations are applied in).
@@ -40,16 +46,19 @@ BEGIN
     EXECUTE format($fn$
         CREATE FUNCTION %1$I.idempotency_key_claim(
             p_user_id uuid, p_key text, p_request_hash text, p_owner text,
-            p_now timestamptz, p_lease_until timestamptz, p_expires_at timestamptz,
-            OUT state text, OUT request_hash text, OUT response text)
+            p_now timestamptz, p_lease_until timestamptz, p_expires_at timestamptz)
+        RETURNS text
         LANGUAGE plpgsql
         SET enable_seqscan = off
         AS $body$
         DECLARE
-            v_now     timestamptz := least(p_now, statement_timestamp());
-            v_owner   text;
-            v_lease   timestamptz;
-            v_expires timestamptz;
+            v_now      timestamptz := least(p_now, statement_timestamp());
+            v_status   text;
+            v_hash     text;
+            v_owner    text;
+            v_lease    timestamptz;
+            v_expires  timestamptz;
+            v_response text;
         BEGIN
             -- At most three rounds: a round ends early only when a
             -- concurrent claim wrote the key between the read and the insert
@@ -62,19 +71,20 @@ BEGIN
                 -- compared here, so that no plan can prefer the expires_at
                 -- index for them.
                 SELECT k.status, k.request_hash, k.owner, k.lease_expires_at, k.expires_at, k.response_body::text
-                INTO state, request_hash, v_owner, v_lease, v_expires, response
+                INTO v_status, v_hash, v_owner, v_lease, v_expires, v_response
                 FROM %1$I.idempotency_keys k
                 WHERE k.user_id = p_user_id AND k.key = p_key;
-                IF FOUND AND v_expires > v_now AND (state = 'completed' OR v_lease > v_now) THEN
-                    -- The owner repeating its own claim (a lost reply) holds
-                    -- the record again, for the same request only.
-                    IF state = 'in_progress' AND v_owner = p_owner AND request_hash = p_request_hash THEN
-                        state := 'reclaimed';
+                IF FOUND AND v_expires > v_now AND (v_status = 'completed' OR v_lease > v_now) THEN
+                    IF v_hash <> p_request_hash THEN
+                        RETURN 'M' || left(v_status, 1) || v_hash;
+                    ELSIF v_status = 'completed' THEN
+                        RETURN 'D' || v_response;
+                    ELSIF v_owner = p_owner THEN
+                        -- The owner repeating its own claim (a lost reply)
+                        -- holds the record again, for the same request only.
+                        RETURN 'R';
                     END IF;
-                    IF request_hash = p_request_hash THEN
-                        request_hash := NULL;
-                    END IF;
-                    RETURN;
+                    RETURN 'P';
                 END IF;
 
                 -- None: insert the claim, or take over the record that counts
@@ -96,10 +106,7 @@ BEGIN
                     expires_at       = excluded.expires_at
                 WHERE k.expires_at <= v_now OR (k.status = 'in_progress' AND k.lease_expires_at <= v_now);
                 IF FOUND THEN
-                    state := 'claimed';
-                    request_hash := NULL;
-                    response := NULL;
-                    RETURN;
+                    RETURN 'C';
                 END IF;
             END LOOP;
             RAISE EXCEPTION 'idempotency key %% of user %% kept changing during the claim', p_key, p_user_id

@@ -250,6 +250,10 @@ func TestNoSequentialScanAfterEmptyAnalyze(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, res.Claimed)
 	require.NoError(t, onConn.Complete(ctx, idempotency.Completion{Ref: late.Ref, Response: idempotency.StoredResponse{StatusCode: 201, Body: "{}"}, Now: now, ExpiresAt: now.Add(time.Hour)}))
+	// Each path is measured on its second call: the first call of a path in
+	// a session also prepares its PL/pgSQL expressions, reading the catalog
+	// once.
+	buffers(claimSQL, args(claim(late.Key, "retry"))...)
 	replay := buffers(claimSQL, args(claim(late.Key, "retry"))...)
 	require.LessOrEqual(t, replay, 12, "a replay's claim reads %d buffers", replay)
 	fresh := claim(uuid.NewString(), "first")

@@ -296,7 +296,7 @@ func (s suite) callerAhead(t *testing.T) {
 	mustClaim(t, st, done)
 	short := idempotency.Completion{Ref: done.Ref, Response: jsonResponse, Now: now, ExpiresAt: now.Add(10 * time.Second)}
 	require.NoError(t, st.Complete(context.Background(), short))
-	res = mustClaim(t, st, claimAt(withOwner(done.Ref), hash("other"), short.ExpiresAt.Add(3*time.Second)))
+	res = mustClaim(t, st, claimAt(withOwner(done.Ref), hash("done"), short.ExpiresAt.Add(3*time.Second)))
 	require.False(t, res.Claimed, "a caller ahead took over a completed record that has not expired")
 	require.Equal(t, idempotency.StatusCompleted, res.Record.Status)
 	requireResponse(t, jsonResponse, res.Record.Response)
