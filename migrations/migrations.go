@@ -1,6 +1,9 @@
-// Package migrations embeds the project's numbered SQL migrations, so that
-// the tests, the make targets and the migrate function apply the very same
-// files. Apply them with package migrate.
+// Package migrations embeds the sample app's numbered SQL migrations (the
+// tasks table), so that the tests, the make targets and the migrate function
+// apply the very same files. Apply them with package migrate, which applies
+// the idempotency key store's own migrations (package pgstore) first. The
+// folder idempotency/ holds plain copies of those, for other migration
+// tools; they are not part of this set.
 package migrations
 
 import "embed"

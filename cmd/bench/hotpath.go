@@ -50,10 +50,14 @@ type ModeResult struct {
 // PGServerTime is pg_stat_statements' planning and execution time over a
 // number of operations, per operation.
 type PGServerTime struct {
-	Ops        int              `json:"ops"`
-	PlanUs     float64          `json:"plan_us"`
-	ExecUs     float64          `json:"exec_us"`
-	TotalUs    float64          `json:"total_us"`
+	Ops     int     `json:"ops"`
+	PlanUs  float64 `json:"plan_us"`
+	ExecUs  float64 `json:"exec_us"`
+	TotalUs float64 `json:"total_us"`
+	// MinUs is the same sum with each statement's fastest call (minimum
+	// planning + minimum execution): what a call costs when the machine
+	// leaves the server alone, a floor under the noise.
+	MinUs      float64          `json:"min_us"`
 	Statements []StatementStats `json:"statements"`
 }
 
@@ -63,6 +67,8 @@ type StatementStats struct {
 	CallsPerOp    float64 `json:"calls_per_op"`
 	PlanUsPerCall float64 `json:"plan_us_per_call"`
 	ExecUsPerCall float64 `json:"exec_us_per_call"`
+	MinPlanUs     float64 `json:"min_plan_us"`
+	MinExecUs     float64 `json:"min_exec_us"`
 }
 
 // RedisServerTime is INFO commandstats over a number of operations.
@@ -157,7 +163,7 @@ func (b *bench) hotPath(ctx context.Context) error {
 					pool.Close()
 					return fmt.Errorf("%s %s: server time: %w", m.name, s.name, err)
 				}
-				log.Printf("  postgres %s %s: server %.1f µs (plan %.1f, exec %.1f)", m.name, s.name, st.TotalUs, st.PlanUs, st.ExecUs)
+				log.Printf("  postgres %s %s: server %.1f µs (plan %.1f, exec %.1f; fastest calls %.1f)", m.name, s.name, st.TotalUs, st.PlanUs, st.ExecUs, st.MinUs)
 				if s.name == "replay" {
 					mr.Replay = st
 				} else {
@@ -234,7 +240,7 @@ func pgServerTime(ctx context.Context, admin *pgxpool.Pool, n int, f op) (*PGSer
 			return nil, fmt.Errorf("operation %d: %w", i, err)
 		}
 	}
-	rows, err := admin.Query(ctx, `SELECT regexp_replace(query, '\s+', ' ', 'g'), calls, total_plan_time, total_exec_time
+	rows, err := admin.Query(ctx, `SELECT regexp_replace(query, '\s+', ' ', 'g'), calls, total_plan_time, total_exec_time, min_plan_time, min_exec_time
 		FROM pg_stat_statements
 		WHERE toplevel AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
 		  AND query NOT LIKE '%pg_stat_statements%' AND query NOT LIKE '-- ping%' AND query <> ''`)
@@ -245,8 +251,8 @@ func pgServerTime(ctx context.Context, admin *pgxpool.Pool, n int, f op) (*PGSer
 	for rows.Next() {
 		var q string
 		var calls int64
-		var plan, exec float64
-		if err := rows.Scan(&q, &calls, &plan, &exec); err != nil {
+		var plan, exec, minPlan, minExec float64
+		if err := rows.Scan(&q, &calls, &plan, &exec, &minPlan, &minExec); err != nil {
 			return nil, err
 		}
 		if calls == 0 {
@@ -260,7 +266,9 @@ func pgServerTime(ctx context.Context, admin *pgxpool.Pool, n int, f op) (*PGSer
 		st.Statements = append(st.Statements, StatementStats{
 			Query: q, CallsPerOp: float64(calls) / float64(n),
 			PlanUsPerCall: plan * 1000 / float64(calls), ExecUsPerCall: exec * 1000 / float64(calls),
+			MinPlanUs: minPlan * 1000, MinExecUs: minExec * 1000,
 		})
+		st.MinUs += float64(calls) / float64(n) * (minPlan + minExec) * 1000
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err

@@ -12,15 +12,15 @@ func (b *bench) hotPathMarkdown(w *strings.Builder) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
 	if h := r.HotPath; h != nil {
 		p("## 1b. What the server spends, and the query mode\n\n")
-		p("The same replay and first request as in section 1, through a pool in each pgx query exec mode. *exec* (unnamed statement, parameter types from the Go types, one round trip) is the deployed default; *simple protocol* interpolates on the client; *cache describe* keeps result descriptions but still parses and plans each call; all three keep no server-side state and work through a transaction-pooling proxy (pgbouncer 1.18 here, RDS Proxy). *cache statement* prepares named statements: it is shown for direct connections only. Server time is `pg_stat_statements` (planning + execution, top-level statements, whose execution time includes the functions they call) over consecutive operations, divided by their number.\n\n")
-		p("| mode | proxy-safe | SELECT 1 p50 (ms) | replay p50 (ms) | first p50 (ms) | replay vs SELECT 1 | first vs SELECT 1 | server µs per replay (plan + exec) | server µs per first request (plan + exec) |\n|---|---|---|---|---|---|---|---|---|\n")
+		p("The same replay and first request as in section 1, through a pool in each pgx query exec mode. *exec* (unnamed statement, parameter types from the Go types, one round trip) is the deployed default; *simple protocol* interpolates on the client; *cache describe* keeps result descriptions but still parses and plans each call; all three keep no server-side state and work through a transaction-pooling proxy (pgbouncer 1.18 here, RDS Proxy). *cache statement* prepares named statements: it is shown for direct connections only. Server time is `pg_stat_statements` (planning + execution, top-level statements, whose execution time includes the functions they call) over consecutive operations, divided by their number; it is wall-clock time inside the server, so a busy machine inflates it. The last column sums each statement's fastest call instead: what a call costs when nothing else competes for the CPU.\n\n")
+		p("| mode | proxy-safe | SELECT 1 p50 (ms) | replay p50 (ms) | first p50 (ms) | replay vs SELECT 1 | first vs SELECT 1 | server µs per replay (plan + exec) | server µs per first request (plan + exec) | fastest calls: replay / first (µs) |\n|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, m := range h.Modes {
 			fl, rep, first := side(m.Sides, "floor (SELECT 1)"), side(m.Sides, "replay"), side(m.Sides, "first request")
 			if fl == nil || rep == nil || first == nil {
 				continue
 			}
-			p("| %s | %s | %.3f | %.3f | %.3f | %s | %s | %s | %s |\n", m.Mode, yesNo(m.ProxySafe), fl.P50Ms, rep.P50Ms, first.P50Ms,
-				fx(ratio(rep.P50Ms, fl.P50Ms)), fx(ratio(first.P50Ms, fl.P50Ms)), serverCell(m.Replay), serverCell(m.First))
+			p("| %s | %s | %.3f | %.3f | %.3f | %s | %s | %s | %s | %s |\n", m.Mode, yesNo(m.ProxySafe), fl.P50Ms, rep.P50Ms, first.P50Ms,
+				fx(ratio(rep.P50Ms, fl.P50Ms)), fx(ratio(first.P50Ms, fl.P50Ms)), serverCell(m.Replay), serverCell(m.First), minCell(m.Replay, m.First))
 		}
 		p("\n")
 		if len(h.Modes) > 0 && h.Modes[0].Replay != nil {
@@ -89,6 +89,13 @@ func serverCell(t *PGServerTime) string {
 		return "—"
 	}
 	return fmt.Sprintf("**%.1f** (%.1f + %.1f)", t.TotalUs, t.PlanUs, t.ExecUs)
+}
+
+func minCell(a, b *PGServerTime) string {
+	if a == nil || b == nil {
+		return "—"
+	}
+	return fmt.Sprintf("%.1f / %.1f", a.MinUs, b.MinUs)
 }
 
 func commandList(m map[string]float64) string {
