@@ -11,9 +11,12 @@ import (
 // implementation must pass the conformance suite in package
 // idempotency/storetest.
 //
-// All times a Store compares against come from the caller (Claim.Now,
-// Completion.Now, Ref.Now) so that an injected clock drives every expiry
-// branch; a Store never consults its own clock for the contract's decisions.
+// Time: a Store decides takeover and expiry against the earlier of the
+// caller's clock (Claim.Now) and its server's, so that a caller whose clock
+// runs ahead never takes over a lease that is live by the server's clock,
+// and one whose clock runs behind only takes over later. The times it
+// stores are the caller's. An injected clock set in the past therefore still
+// drives every branch (the conformance suite's clock runs an hour behind).
 //
 // Errors: a Store returns ErrLeaseLost from Complete and Release when the
 // caller no longer owns the record, and wraps every other failure (network,
@@ -23,13 +26,17 @@ type Store interface {
 	// Claim atomically, in one round trip, either inserts the record as in
 	// progress, owned by c.Owner with a lease until c.LeaseUntil, or returns
 	// the live record already there. A record whose ExpiresAt is at or before
-	// c.Now, or which is in progress with a lease at or before c.Now, counts as
-	// absent and is taken over (replaced as if inserted). A claim repeated by
-	// the same owner on its own in-progress record succeeds (a lost reply).
+	// now, or which is in progress with a lease at or before now, counts as
+	// absent and is taken over (replaced as if inserted), now being the
+	// earlier of c.Now and the server's clock. A claim repeated by the same
+	// owner on its own in-progress record for the same RequestHash succeeds
+	// (a lost reply); for another RequestHash it does not (owner tokens need
+	// not be unique).
 	//
 	// The returned ClaimResult has Claimed true when c.Owner now holds the
-	// record; otherwise Record is the existing record as stored (its
-	// RequestHash is compared by the caller, never by the Store).
+	// record; otherwise Record is the existing record: its Status, its
+	// RequestHash (compared by the caller) and, when completed, its Response.
+	// A Store may leave a non-claimed Record's Owner and times zero.
 	//
 	// Errors: *StoreError on any failure.
 	Claim(ctx context.Context, c Claim) (ClaimResult, error)
