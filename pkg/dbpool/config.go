@@ -90,9 +90,10 @@ type Config struct {
 
 	// MaxConns is the pool size (DB_MAX_CONNS). Defaults to 2.
 	MaxConns int32
-	// QueryMode is how queries are sent (DB_QUERY_MODE). Defaults to
-	// QueryModeExec, which works through a transaction-pooling proxy;
-	// QueryModePrepared is for direct connections only (docs/adr/0025).
+	// QueryMode is how queries are sent. Defaults to QueryModeExec, which
+	// works through a transaction-pooling proxy; QueryModePrepared is for
+	// direct connections only (docs/adr/0025). It is not read from the
+	// environment: the deployed functions always go through RDS Proxy.
 	QueryMode QueryMode
 	// MaxConnIdleTime closes a connection idle for longer. Defaults to 5
 	// minutes, well under RDS Proxy's 30-minute client idle timeout.
@@ -131,7 +132,7 @@ const (
 // ConfigFromEnv reads the database settings from getenv (os.Getenv in a
 // function's main): DB_AUTH (iam or url, required), DATABASE_URL (url mode),
 // DB_HOST, DB_PORT, DB_NAME, DB_USER, AWS_REGION (iam mode) and
-// DB_MAX_CONNS, DB_QUERY_MODE. In url mode the iam variables are ignored, so that a local
+// DB_MAX_CONNS. In url mode the iam variables are ignored, so that a local
 // run may override DB_AUTH and DATABASE_URL on top of a deployed
 // function's environment.
 //
@@ -158,7 +159,6 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		}
 		cfg.MaxConns = int32(n)
 	}
-	cfg.QueryMode = QueryMode(env("DB_QUERY_MODE"))
 
 	if cfg.Auth == AuthURL {
 		cfg.URL = env("DATABASE_URL")
@@ -198,7 +198,7 @@ func (c Config) validate() error {
 	switch c.QueryMode {
 	case "", QueryModeExec, QueryModePrepared:
 	default:
-		return configErr("DB_QUERY_MODE", "is %q: set %q (the default, safe through a pooling proxy) or %q (direct connections only)", c.QueryMode, QueryModeExec, QueryModePrepared)
+		return configErr("QueryMode", "is %q: use %q (the default, safe through a pooling proxy) or %q (direct connections only)", c.QueryMode, QueryModeExec, QueryModePrepared)
 	}
 	switch c.Auth {
 	case AuthURL:

@@ -11,16 +11,12 @@ import (
 	"github.com/ichido/ichido/pkg/pgtest"
 )
 
-func TestQueryModeFromEnv(t *testing.T) {
+func TestQueryModeRefusesUnknown(t *testing.T) {
 	t.Parallel()
-	cfg, err := dbpool.ConfigFromEnv(getenv(map[string]string{"DB_AUTH": "url", "DATABASE_URL": "postgres://u@h/db", "DB_QUERY_MODE": "prepared"}))
-	require.NoError(t, err)
-	require.Equal(t, dbpool.QueryModePrepared, cfg.QueryMode)
-
-	_, err = dbpool.ConfigFromEnv(getenv(map[string]string{"DB_AUTH": "url", "DATABASE_URL": "postgres://u@h/db", "DB_QUERY_MODE": "cached"}))
+	_, err := dbpool.New(context.Background(), dbpool.Config{Auth: dbpool.AuthURL, URL: "postgres://u@127.0.0.1:1/db", QueryMode: "cached"})
 	var ce *dbpool.ConfigError
 	require.True(t, errors.As(err, &ce), "got %v", err)
-	require.Contains(t, err.Error(), "DB_QUERY_MODE")
+	require.Contains(t, err.Error(), "QueryMode")
 }
 
 // TestQueryModes shows what each mode leaves on the server connection: the
