@@ -45,6 +45,8 @@ type ModeResult struct {
 	Sides     []Side        `json:"sides"`
 	Replay    *PGServerTime `json:"replay,omitempty"`
 	First     *PGServerTime `json:"first,omitempty"`
+	// Floor is the server time of SELECT 1 in the same mode.
+	Floor *PGServerTime `json:"floor,omitempty"`
 }
 
 // PGServerTime is pg_stat_statements' planning and execution time over a
@@ -157,6 +159,10 @@ func (b *bench) hotPath(ctx context.Context) error {
 		}
 		logSides("postgres "+m.name, mr.Sides)
 		if stats {
+			if mr.Floor, err = pgServerTime(ctx, admin, n, selectOne); err != nil {
+				pool.Close()
+				return fmt.Errorf("%s SELECT 1: server time: %w", m.name, err)
+			}
 			for _, s := range dec {
 				st, err := pgServerTime(ctx, admin, n, s.op)
 				if err != nil {

@@ -65,6 +65,7 @@ type config struct {
 	coldRuns                                  int
 	maxOps                                    int
 	before                                    string
+	render                                    string
 }
 
 // sections in the order they run. growth runs last: it fills the table.
@@ -100,6 +101,7 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&cfg.purgeRows, "purge-rows", 0, "expired keys purged per purge run (default 1000000; quick 100000)")
 	fs.IntVar(&cfg.purgeReps, "purge-reps", 0, "purge runs (default 3; quick 1)")
 	fs.IntVar(&cfg.coldRuns, "cold-runs", 0, "cold starts under the emulator (default 20; quick 5)")
+	fs.StringVar(&cfg.render, "render", "", "measure nothing: write performance.md again from this results.json (the plots already drawn are kept)")
 	fs.StringVar(&cfg.before, "before", "", "an earlier run's results.json to compare with in a before-and-after section (default: performance/before.json in the output folder, when it exists)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
@@ -208,6 +210,9 @@ func run(ctx context.Context, cfg config) error {
 		if b.before, b.beforeNotes, err = loadBefore(beforePath); err != nil {
 			return fmt.Errorf("-before: %w", err)
 		}
+	}
+	if cfg.render != "" {
+		return b.rerender(cfg.render)
 	}
 	if b.devnull, err = os.OpenFile(os.DevNull, os.O_WRONLY, 0); err != nil {
 		return err

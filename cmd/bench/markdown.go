@@ -25,6 +25,8 @@ func (b *bench) markdown(plots map[string]string) string {
 	}
 	p("\n")
 
+	b.missedMarkdown(&w)
+
 	p("## How it was measured\n\n")
 	p("- One run of `make bench` on %s, %s run, %d repetitions of every measurement; the run took %s.\n",
 		r.Started.Format("2006-01-02 15:04 MST"), r.Mode, r.Reps, (time.Duration(r.Seconds) * time.Second).String())

@@ -112,3 +112,84 @@ func commandList(m map[string]float64) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// missedMarkdown explains, for each target this run missed, where the time
+// goes and the floor it stands against, from this run's own figures.
+func (b *bench) missedMarkdown(w *strings.Builder) {
+	r := b.res
+	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
+	var missed []Target
+	for _, t := range r.Targets {
+		if t.Met != nil && !*t.Met {
+			missed = append(missed, t)
+		}
+	}
+	if len(missed) == 0 {
+		return
+	}
+	p("## Targets missed: where the time goes\n\n")
+	var exec *ModeResult
+	var prepared *ModeResult
+	if h := r.HotPath; h != nil {
+		for i := range h.Modes {
+			switch h.Modes[i].Mode {
+			case "exec":
+				exec = &h.Modes[i]
+			case "cache statement (prepared)":
+				prepared = &h.Modes[i]
+			}
+		}
+	}
+	for _, t := range missed {
+		p("- **%s** (target %s, this run %s). ", t.What, t.Target, t.Value)
+		switch {
+		case strings.HasPrefix(t.What, "PostgreSQL: replay") || strings.HasPrefix(t.What, "PostgreSQL: first"):
+			if f := r.Floor; f != nil {
+				fl, rep, first, alone := side(f.Postgres, "floor (SELECT 1)"), side(f.Postgres, "replay"), side(f.Postgres, "first request"), side(f.Postgres, "claim alone (completed key)")
+				if fl != nil && rep != nil && first != nil && alone != nil {
+					p("At p50 the floor is %.3f ms; the claim statement alone adds %.3f ms to it and the decorator (fingerprint, log and metric lines) %.3f ms; a first request is two round trips (%.3f ms). ",
+						fl.P50Ms, alone.P50Ms-fl.P50Ms, rep.P50Ms-alone.P50Ms, first.P50Ms)
+				}
+			}
+			if exec != nil && exec.Replay != nil && exec.First != nil {
+				p("The server spends %.1f µs per replay and %.1f µs per first request (fastest calls %.1f / %.1f µs)", exec.Replay.TotalUs, exec.First.TotalUs, exec.Replay.MinUs, exec.First.MinUs)
+				if exec.Floor != nil {
+					p(" against %.1f µs for `SELECT 1`", exec.Floor.TotalUs)
+				}
+				p(": a PL/pgSQL call that reads (and for a first request writes and commits) a row, where the floor does nothing. ")
+			}
+			p("With a network between function and database the ratio shrinks towards the round-trip count (section 1c).\n")
+		case strings.HasPrefix(t.What, "PostgreSQL server time"):
+			if exec != nil && exec.Replay != nil && exec.First != nil {
+				p("Per call, planning the one-line function call costs %.1f µs and its execution %.1f µs (replay; first request %.1f + %.1f). ", exec.Replay.PlanUs, exec.Replay.ExecUs, exec.First.PlanUs, exec.First.ExecUs)
+			}
+			if prepared != nil && prepared.Replay != nil && prepared.First != nil {
+				p("Named prepared statements, which no proxy here can carry, remove the planning only: %.1f / %.1f µs (fastest %.1f / %.1f). ", prepared.Replay.TotalUs, prepared.First.TotalUs, prepared.Replay.MinUs, prepared.First.MinUs)
+			}
+			p("What is left is the floor of a PL/pgSQL function with one primary-key read (replay) or an `INSERT … ON CONFLICT` and an `UPDATE` of an indexed row (first request), plus the `SET enable_seqscan = off` guard of ADR 0025 (a GUC saved and restored per call). Times inside the server are wall-clock, so a machine this busy inflates them; the fastest calls are the better estimate of the floor.\n")
+		case strings.HasPrefix(t.What, "Redis: replay") || strings.HasPrefix(t.What, "Redis: first"):
+			if f := r.Floor; f != nil {
+				fl, rep, alone := side(f.Redis, "floor (PING)"), side(f.Redis, "replay"), side(f.Redis, "claim alone (completed key)")
+				if fl != nil && rep != nil && alone != nil {
+					p("`PING` is %.3f ms; the claim script alone adds %.3f ms (EVALSHA of a script whose one `HMGET` returns the record, and its decoding) and the decorator %.3f ms. ", fl.P50Ms, alone.P50Ms-fl.P50Ms, rep.P50Ms-alone.P50Ms)
+				}
+			}
+			if h := r.HotPath; h != nil && h.Redis != nil && h.Redis.Replay != nil && h.Redis.First != nil {
+				p("Server time is %.1f µs per replay and %.1f µs per first request (`INFO commandstats`); the rest is the client: a script call and its reply, and the decorator's own work.\n", h.Redis.Replay.ServerUs, h.Redis.First.ServerUs)
+			} else {
+				p("\n")
+			}
+		case strings.HasPrefix(t.What, "8 clients"):
+			p("Eight clients on %d CPUs shared with the server are CPU-bound: throughput is the inverse of the CPU a call costs on both sides together. ", r.Machine.CPUs)
+			if exec != nil && exec.Replay != nil && exec.Floor != nil {
+				p("A replay costs the server %.1f µs against %.1f µs for `SELECT 1`, and the client the decorator's work on top of the driver's. ", exec.Replay.TotalUs, exec.Floor.TotalUs)
+			}
+			p("\n")
+		case strings.HasPrefix(t.What, "POST /tasks"):
+			p("The wrapped handler adds a claim and a completion (two round trips, two PL/pgSQL calls) to the handler's own insert; on a CPU-bound loopback run the ratio is the CPU those cost against the unwrapped request.\n")
+		default:
+			p("\n")
+		}
+	}
+	p("\n")
+}

@@ -27,6 +27,34 @@ func (b *bench) write() error {
 	return os.WriteFile(filepath.Join(b.cfg.out, "performance.md"), []byte(md), 0o644)
 }
 
+// rerender writes performance.md again from a results.json, keeping the
+// plots already drawn (their raw latencies are not in the JSON).
+func (b *bench) rerender(path string) error {
+	js, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(js, b.res); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	b.res.evaluate()
+	plots := map[string]string{}
+	for key, name := range map[string]string{"noise": "noise.png", "floor": "floor.png", "durability": "durability.png",
+		"durability_p99": "durability-p99.png", "e2e": "e2e.png", "growth": "growth.png", "purge": "purge.png", "coldstart": "coldstart.png"} {
+		if _, err := os.Stat(filepath.Join(b.plots, name)); err == nil {
+			plots[key] = "performance/" + name
+		}
+	}
+	js, err = json.MarshalIndent(b.res, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(b.plots, "results.json"), append(js, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(b.cfg.out, "performance.md"), []byte(b.markdown(plots)), 0o644)
+}
+
 // drawPlots draws every plot it has data for and returns their file names
 // by section.
 func (b *bench) drawPlots() (map[string]string, error) {

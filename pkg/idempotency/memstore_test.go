@@ -8,7 +8,8 @@ import (
 )
 
 // memStore is an in-memory Store for the tests of this package only: it
-// follows the Store contract but keeps nothing across processes.
+// follows the Store contract but keeps nothing across processes. Having no
+// server, it decides with the caller's clock alone.
 type memStore struct {
 	mu      sync.Mutex
 	records map[[2]string]idempotency.Record
@@ -23,7 +24,7 @@ func (s *memStore) Claim(_ context.Context, c idempotency.Claim) (idempotency.Cl
 	defer s.mu.Unlock()
 	id := [2]string{c.UserID, c.Key}
 	if rec, ok := s.records[id]; ok && live(rec, c) {
-		if rec.Status == idempotency.StatusInProgress && rec.Owner == c.Owner {
+		if rec.Status == idempotency.StatusInProgress && rec.Owner == c.Owner && rec.RequestHash == c.RequestHash {
 			return idempotency.ClaimResult{Claimed: true, Record: rec}, nil
 		}
 		return idempotency.ClaimResult{Record: rec}, nil

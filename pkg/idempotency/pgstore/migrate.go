@@ -192,9 +192,21 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, opts *MigrateOptions) (*Mi
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	q := pgx.Identifier{schema}.Sanitize()
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('ichido idempotency store ' || `+quoteLiteral(schema)+`))`); err != nil {
+		return nil, fmt.Errorf("pgstore: migrate: %w", err)
+	}
+	// CREATE SCHEMA IF NOT EXISTS would ask for the right to create schemas
+	// even when the schema is there; ask only when it is not.
+	var exists bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1::text)`, schema).Scan(&exists); err != nil {
+		return nil, fmt.Errorf("pgstore: migrate: %w", err)
+	}
+	if !exists {
+		if _, err := tx.Exec(ctx, `CREATE SCHEMA `+q); err != nil {
+			return nil, fmt.Errorf("pgstore: migrate: creating schema %s: %w", schema, err)
+		}
+	}
 	steps := []string{
-		`SELECT pg_advisory_xact_lock(hashtext('ichido idempotency store ' || ` + quoteLiteral(schema) + `))`,
-		`CREATE SCHEMA IF NOT EXISTS ` + q,
 		`SET LOCAL search_path TO ` + q,
 		`CREATE TABLE IF NOT EXISTS ` + q + `.` + versionTable + ` (
 			version    integer     PRIMARY KEY,
