@@ -98,6 +98,22 @@ func e2eSides(r *Results) []Side {
 func p50(s *Side) float64  { return s.P50Ms }
 func tput(s *Side) float64 { return s.Throughput }
 
+func pgServerMin(first bool) func(r *Results) (float64, bool) {
+	return func(r *Results) (float64, bool) {
+		if r.HotPath == nil || len(r.HotPath.Modes) == 0 {
+			return 0, false
+		}
+		t := r.HotPath.Modes[0].Replay
+		if first {
+			t = r.HotPath.Modes[0].First
+		}
+		if t == nil || t.MinUs == 0 {
+			return 0, false
+		}
+		return t.MinUs, true
+	}
+}
+
 func pgServer(first bool) func(r *Results) (float64, bool) {
 	return func(r *Results) (float64, bool) {
 		if r.HotPath == nil || len(r.HotPath.Modes) == 0 {
@@ -153,6 +169,8 @@ var beforeAfterFigures = []figure{
 	{"PostgreSQL first request vs `SELECT 1`", "×", ratioFig(floorPG, "first request", "floor (SELECT 1)", p50), true},
 	{"PostgreSQL server time per replay (exec mode)", "µs", pgServer(false), true},
 	{"PostgreSQL server time per first request (exec mode)", "µs", pgServer(true), true},
+	{"PostgreSQL server time per replay, fastest calls", "µs", pgServerMin(false), true},
+	{"PostgreSQL server time per first request, fastest calls", "µs", pgServerMin(true), true},
 	{"8 clients: replay throughput vs `SELECT 1`", "×", ratioFig(thr8, "replay", "floor (SELECT 1)", tput), false},
 	{"Redis `PING` p50", "ms", sideFig(floorRedis, "floor (PING)", p50), true},
 	{"Redis replay p50", "ms", sideFig(floorRedis, "replay", p50), true},
@@ -177,8 +195,20 @@ func (b *bench) beforeAfterMarkdown(w *strings.Builder) {
 	}
 	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
 	p("## Before and after\n\n")
-	p("*Before* is a %s run of %s on the code before the changes below, on this machine, with this same harness (%s); *after* is this run. Both ran on a shared machine; read ratios within a run before absolute figures across runs.\n\n",
-		before.Mode, before.Started.Format("2006-01-02 15:04 MST"), noiseShort(before.Noise.CVPct)+fmt.Sprintf(", calibration CV %.1f%%", before.Noise.CVPct))
+	var measured []string
+	for _, sec := range []struct {
+		name string
+		ok   bool
+	}{{"fingerprint", before.Fingerprint != nil}, {"floor", before.Floor != nil}, {"hotpath", before.HotPath != nil},
+		{"delay", before.Delay != nil}, {"durability", before.Durability != nil}, {"e2e", before.EndToEnd != nil},
+		{"coldstart", before.ColdStart != nil}, {"growth", before.Growth != nil}} {
+		if sec.ok {
+			measured = append(measured, sec.name)
+		}
+	}
+	p("*Before* is a run of %s (sections %s, %d repetitions) on the code before the changes below, on this machine, with this same harness (%s); *after* is this run. Both ran on a shared machine; read ratios within a run before absolute figures across runs.\n\n",
+		before.Started.Format("2006-01-02 15:04 MST"), strings.Join(measured, ", "), before.Reps,
+		noiseShort(before.Noise.CVPct)+fmt.Sprintf(", calibration CV %.1f%%", before.Noise.CVPct))
 	if b.beforeNotes != "" {
 		p("%s\n\n", strings.TrimSpace(b.beforeNotes))
 	}
