@@ -15,7 +15,7 @@ help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_%-]+:.*## / {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST) | sort
 
 .PHONY: deps
-deps: ## Install what the tests and local runs need (apt when root)
+deps: ## Install what the tests and local runs need (apt when root; pip for cfn-lint)
 	@bash scripts/install-deps.sh
 
 .PHONY: db-start
