@@ -295,6 +295,19 @@ func TestRefusesPublicAddress(t *testing.T) {
 	}
 }
 
+// TestAddrInUse: a port another process holds is refused at once, before
+// any database is started, with the way to choose another port.
+func TestAddrInUse(t *testing.T) {
+	t.Parallel()
+	ln, err := localapi.Listen(context.Background(), "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	err = run(context.Background(), []string{"-addr", ln.Addr().String()}, func(string) string { return "" }, io.Discard, io.Discard)
+	require.ErrorIs(t, err, localapi.ErrAddrInUse)
+	require.ErrorContains(t, err, ln.Addr().String())
+	require.ErrorContains(t, err, "make run PORT=")
+}
+
 func TestTemplateCORS(t *testing.T) {
 	t.Parallel()
 	tpl, err := samtemplate.Parse([]byte(`
