@@ -301,11 +301,9 @@ type exchange struct {
 
 // exchanger sends calls to the API and validates each exchange.
 type exchanger struct {
-	t    *testing.T
-	c    *contract
-	base string
-
-	mu        sync.Mutex
+	t         *testing.T
+	c         *contract
+	base      string
 	seen      map[string]bool // "ROUTE STATUS MEDIA"
 	succeeded map[string]bool // route keys answered with a 2xx
 }
@@ -369,12 +367,10 @@ func (x *exchanger) send(cl call) exchange {
 
 	x.documented(cl, a, media)
 	x.validate(cl, a)
-	x.mu.Lock()
 	x.seen[cl.route+" "+strconv.Itoa(a.status)+" "+media] = true
 	if a.status < 300 {
 		x.succeeded[cl.route] = true
 	}
-	x.mu.Unlock()
 	return a
 }
 
@@ -568,10 +564,11 @@ func TestOpenAPIResponses(t *testing.T) {
 	heldDone := make(chan struct{})
 	for _, cl := range held {
 		keys = append(keys, cl.key)
+		req := x.newRequest(cl)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			resp, err := http.DefaultClient.Do(x.newRequest(cl))
+			resp, err := http.DefaultClient.Do(req)
 			if err == nil {
 				io.Copy(io.Discard, resp.Body) //nolint:errcheck // only the status matters here
 				resp.Body.Close()
