@@ -6,7 +6,9 @@
 //
 //	localapi [-addr 127.0.0.1:3000] [-template template.yaml] [-migrate=true]
 //
-// Without DATABASE_URL in its environment it starts the project's private
+// It takes its port before anything else, so that an address another
+// process holds fails at once, with the way to choose another port
+// (make run PORT=8081). Without DATABASE_URL in its environment it starts the project's private
 // PostgreSQL (with pg_cron) under .local/, installing the server through
 // apt first when it is missing and the command runs as root. With
 // DATABASE_URL it uses that database. Either way it applies the migrations
