@@ -441,8 +441,8 @@ func TestOpenAPIResponses(t *testing.T) {
 	t.Parallel()
 	c := loadContract(t)
 	// Requests held on a lock below occupy connections; the default pool
-	// of 2 per function (one Lambda environment's) would starve the
-	// requests sent meanwhile.
+	// of 2 (one Lambda environment's), which the in-process functions
+	// share, would starve the requests sent meanwhile.
 	srv := startServer(t, "DB_MAX_CONNS=8")
 	x := &exchanger{t: t, c: c, base: srv.base, seen: map[string]bool{}, succeeded: map[string]bool{}}
 	ctx := context.Background()
