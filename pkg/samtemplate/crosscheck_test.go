@@ -757,13 +757,13 @@ func TestStageProfiles(t *testing.T) {
 			require.NoError(t, err)
 			require.True(t, major > 16 || (major == 16 && minor >= 3), "auto-pause needs Aurora PostgreSQL 16.3 or later, not %s", version["Default"])
 			// The functions reach the cluster directly, and nothing else.
-			requireRule(t, tpl, "AWS::EC2::SecurityGroupEgress", "FunctionSecurityGroup", "DatabaseSecurityGroup")
-			requireRule(t, tpl, "AWS::EC2::SecurityGroupIngress", "DatabaseSecurityGroup", "FunctionSecurityGroup")
+			requireRule(t, tpl, "AWS::EC2::SecurityGroupEgress", "FunctionSecurityGroup", "DatabaseSecurityGroup", 5432)
+			requireRule(t, tpl, "AWS::EC2::SecurityGroupIngress", "DatabaseSecurityGroup", "FunctionSecurityGroup", 5432)
 		} else {
 			require.Equal(t, "MinCapacity", ref(scaling["MinCapacity"]))
 			require.NotContains(t, scaling, "SecondsUntilAutoPause")
-			requireRule(t, tpl, "AWS::EC2::SecurityGroupEgress", "FunctionSecurityGroup", "ProxySecurityGroup")
-			requireRule(t, tpl, "AWS::EC2::SecurityGroupIngress", "DatabaseSecurityGroup", "ProxySecurityGroup")
+			requireRule(t, tpl, "AWS::EC2::SecurityGroupEgress", "FunctionSecurityGroup", "ProxySecurityGroup", 5432)
+			requireRule(t, tpl, "AWS::EC2::SecurityGroupIngress", "DatabaseSecurityGroup", "ProxySecurityGroup", 5432)
 			for _, id := range tpl.ResourceIDs("AWS::EC2::SecurityGroupIngress") {
 				r := tpl.Resources[id].Properties
 				require.False(t, ref(r["GroupId"]) == "DatabaseSecurityGroup" && ref(r["SourceSecurityGroupId"]) == "FunctionSecurityGroup",
@@ -791,8 +791,9 @@ func TestStageProfiles(t *testing.T) {
 	})
 }
 
-// requireRule fails unless a security group rule of typ on group names peer.
-func requireRule(t *testing.T, tpl *samtemplate.Template, typ, group, peer string) {
+// requireRule fails unless a security group rule of typ on group names peer
+// for port.
+func requireRule(t *testing.T, tpl *samtemplate.Template, typ, group, peer string, port int64) {
 	t.Helper()
 	key := "DestinationSecurityGroupId"
 	if typ == "AWS::EC2::SecurityGroupIngress" {
@@ -800,12 +801,11 @@ func requireRule(t *testing.T, tpl *samtemplate.Template, typ, group, peer strin
 	}
 	for _, id := range tpl.ResourceIDs(typ) {
 		r := tpl.Resources[id].Properties
-		if ref(r["GroupId"]) == group && ref(r[key]) == peer {
-			require.EqualValues(t, 5432, r["FromPort"], id)
+		if ref(r["GroupId"]) == group && ref(r[key]) == peer && r["FromPort"] == port && r["ToPort"] == port {
 			return
 		}
 	}
-	t.Fatalf("no %s on %s for %s", typ, group, peer)
+	t.Fatalf("no %s on %s for %s port %d", typ, group, peer, port)
 }
 
 // functionTimeout returns a function's Timeout (its own, else Globals').
@@ -889,29 +889,14 @@ func TestRedisIsOptional(t *testing.T) {
 		require.Len(t, caches, 1)
 		require.Equal(t, "valkey", tpl.Resources[caches[0]].Properties["Engine"])
 		sg := ref(anySlice(tpl.Resources[caches[0]].Properties["SecurityGroupIds"])[0])
-		requirePortRule(t, tpl, "AWS::EC2::SecurityGroupIngress", sg, "FunctionSecurityGroup", 6379)
-		requirePortRule(t, tpl, "AWS::EC2::SecurityGroupEgress", "FunctionSecurityGroup", sg, 6379)
+		requireRule(t, tpl, "AWS::EC2::SecurityGroupIngress", sg, "FunctionSecurityGroup", 6379)
+		requireRule(t, tpl, "AWS::EC2::SecurityGroupEgress", "FunctionSecurityGroup", sg, 6379)
 		for _, fn := range tpl.Functions() {
 			require.Equal(t, "redis", fn.Environment["IDEMPOTENCY_STORE"], fn.LogicalID)
 			require.Equal(t, map[string]any{"Fn::Sub": "rediss://${" + caches[0] + ".Endpoint.Address}:${" + caches[0] + ".Endpoint.Port}"},
 				fn.EnvironmentRaw["REDIS_URL"], fn.LogicalID)
 		}
 	})
-}
-
-func requirePortRule(t *testing.T, tpl *samtemplate.Template, typ, group, peer string, port int64) {
-	t.Helper()
-	key := "DestinationSecurityGroupId"
-	if typ == "AWS::EC2::SecurityGroupIngress" {
-		key = "SourceSecurityGroupId"
-	}
-	for _, id := range tpl.ResourceIDs(typ) {
-		r := tpl.Resources[id].Properties
-		if ref(r["GroupId"]) == group && ref(r[key]) == peer && r["FromPort"] == port {
-			return
-		}
-	}
-	t.Fatalf("no %s on %s for %s port %d", typ, group, peer, port)
 }
 
 // The outputs a deploy's user needs.
