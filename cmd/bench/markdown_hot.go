@@ -188,7 +188,7 @@ func (b *bench) missedMarkdown(w *strings.Builder) {
 		case strings.HasPrefix(t.What, "POST /tasks"):
 			p("The wrapped handler adds a claim and a completion (two round trips, two PL/pgSQL calls) to the handler's own insert; on a CPU-bound loopback run the ratio is the CPU those cost against the unwrapped request.\n")
 		default:
-			p("\n")
+			p("Outside the hot path this work changed; on a machine this noisy (calibration CV %.0f%%) its p99 figures move with the noise: see section 4.\n", r.Noise.CVPct)
 		}
 	}
 	p("\n")

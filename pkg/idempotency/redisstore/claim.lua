@@ -3,8 +3,7 @@
 -- KEYS[1]  the record's key
 -- ARGV[1]  owner token          ARGV[4]  lease until (Unix µs)
 -- ARGV[2]  request hash         ARGV[5]  expires at (Unix µs)
--- ARGV[3]  caller's now (µs)    ARGV[6]  key expiry by the caller's clock (Unix ms)
---                               ARGV[7]  key time to live (ms)
+-- ARGV[3]  caller's now (µs)    ARGV[6]  key time to live (ms)
 --
 -- Returns {"claimed"} when the caller's record was written, {"reclaimed"}
 -- when the caller's own live claim of the same request was found (a lost
@@ -57,9 +56,7 @@ redis.call('HSET', KEYS[1],
   'lease_until', ARGV[4],
   'expires_at', ARGV[5],
   'status_code', '', 'headers', '', 'headers_encoding', '', 'body', '', 'body_base64', '')
--- The key lives until the later of its expiry by the caller's clock and its
--- time to live by the server's, so that neither clock removes it early.
-local t = redis.call('TIME')
-local serverMs = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('PEXPIREAT', KEYS[1], math.max(tonumber(ARGV[6]), serverMs + tonumber(ARGV[7])))
+-- The key lives for the record's time to live, counted on the server's
+-- clock, so that a caller whose clock runs behind does not see it vanish.
+redis.call('PEXPIRE', KEYS[1], ARGV[6])
 return {'claimed'}

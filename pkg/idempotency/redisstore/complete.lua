@@ -5,8 +5,7 @@
 -- ARGV[1]  owner token            ARGV[5]  body (raw bytes)
 -- ARGV[2]  status code            ARGV[6]  body is base64 ("1" or "0")
 -- ARGV[3]  headers (JSON or "")   ARGV[7]  expires at (Unix µs)
--- ARGV[4]  headers encoding       ARGV[8]  key expiry by the caller's clock (Unix ms)
---                                  ARGV[9]  key time to live (ms)
+-- ARGV[4]  headers encoding       ARGV[8]  key time to live (ms)
 --
 -- Returns 1 when written, 0 when the caller no longer owns the record as in
 -- progress (nothing is written).
@@ -23,8 +22,6 @@ redis.call('HSET', KEYS[1],
   'body', ARGV[5],
   'body_base64', ARGV[6],
   'expires_at', ARGV[7])
--- As in the claim: the later of the two clocks' expiry.
-local t = redis.call('TIME')
-local serverMs = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('PEXPIREAT', KEYS[1], math.max(tonumber(ARGV[8]), serverMs + tonumber(ARGV[9])))
+-- As in the claim: the time to live, on the server's clock.
+redis.call('PEXPIRE', KEYS[1], ARGV[8])
 return 1

@@ -24,11 +24,13 @@
 // one HMGET): a caller whose clock runs ahead never takes over a lease that
 // is live by the server's clock, and one whose clock runs behind only takes
 // over later. An injected clock set in the past still drives every branch.
-// Expired records are removed by Redis itself: each write sets the key to
-// expire at the later of the record's expiry by the caller's clock and its
-// time to live counted on the server's clock (while in progress, the later
-// of ExpiresAt and the lease), so that neither clock removes it early; the
-// decision of the claim is always taken with the times above. See
+// Expired records are removed by Redis itself: each write sets the key's
+// time to live (PEXPIRE) to the record's, ExpiresAt − Now (while in
+// progress, up to the later of ExpiresAt and the lease), counted on the
+// server's clock, so that a caller whose clock runs behind does not see its
+// record vanish at once; one whose clock runs ahead by s sees it vanish s
+// before its ExpiresAt, at the end of a TTL of hours. The decision of the
+// claim is always taken with the times above. See
 // docs/adr/0060-redis-store.md and docs/adr/0026.
 //
 // The response body is stored as raw bytes (Redis strings are binary safe),
@@ -119,7 +121,7 @@ func (s *Store) Claim(ctx context.Context, c idempotency.Claim) (idempotency.Cla
 	}
 	reply, err := claimScript.Run(ctx, s.client, []string{s.Key(c.UserID, c.Key)},
 		c.Owner, c.RequestHash, micros(c.Now), micros(c.LeaseUntil), micros(c.ExpiresAt),
-		expireAtMillis(later(c.LeaseUntil, c.ExpiresAt)), ttlMillis(c.Now, later(c.LeaseUntil, c.ExpiresAt)),
+		ttlMillis(c.Now, later(c.LeaseUntil, c.ExpiresAt)),
 	).Slice()
 	if err != nil {
 		return idempotency.ClaimResult{}, storeError(ctx, "claim", err)
@@ -164,7 +166,7 @@ func (s *Store) Complete(ctx context.Context, c idempotency.Completion) error {
 	}
 	n, err := completeScript.Run(ctx, s.client, []string{s.Key(c.UserID, c.Key)},
 		c.Owner, strconv.Itoa(c.Response.StatusCode), headers, headersEncoding,
-		c.Response.Body, flag(c.Response.IsBase64Encoded), micros(c.ExpiresAt), expireAtMillis(c.ExpiresAt), ttlMillis(c.Now, c.ExpiresAt),
+		c.Response.Body, flag(c.Response.IsBase64Encoded), micros(c.ExpiresAt), ttlMillis(c.Now, c.ExpiresAt),
 	).Int64()
 	if err != nil {
 		return storeError(ctx, "complete", err)
@@ -354,16 +356,6 @@ func parseMicros(f map[string]string, name string) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("malformed record field %s: %w", name, err)
 	}
 	return time.UnixMicro(n).UTC(), nil
-}
-
-// expireAtMillis returns t as Unix milliseconds for PEXPIREAT, rounded up so
-// that the key never disappears before t.
-func expireAtMillis(t time.Time) string {
-	ms := t.UnixMilli()
-	if t.After(time.UnixMilli(ms)) {
-		ms++
-	}
-	return strconv.FormatInt(ms, 10)
 }
 
 // ttlMillis is the time from now to t in whole milliseconds, rounded up,
