@@ -46,16 +46,26 @@ if status then
     return rec
   end
 end
--- Absent, expired or abandoned: the caller's record replaces it, every field
--- written so that nothing of an older record remains.
-redis.call('HSET', KEYS[1],
-  'status', 'in_progress',
-  'owner', ARGV[1],
-  'request_hash', ARGV[2],
-  'created_at', ARGV[3],
-  'lease_until', ARGV[4],
-  'expires_at', ARGV[5],
-  'status_code', '', 'headers', '', 'headers_encoding', '', 'body', '', 'body_base64', '')
+-- Absent, expired or abandoned: the caller's record replaces it. A record
+-- taken over has every other field emptied, so that nothing of it remains.
+if status then
+  redis.call('HSET', KEYS[1],
+    'status', 'in_progress',
+    'owner', ARGV[1],
+    'request_hash', ARGV[2],
+    'created_at', ARGV[3],
+    'lease_until', ARGV[4],
+    'expires_at', ARGV[5],
+    'status_code', '', 'headers', '', 'headers_encoding', '', 'body', '', 'body_base64', '')
+else
+  redis.call('HSET', KEYS[1],
+    'status', 'in_progress',
+    'owner', ARGV[1],
+    'request_hash', ARGV[2],
+    'created_at', ARGV[3],
+    'lease_until', ARGV[4],
+    'expires_at', ARGV[5])
+end
 -- The key lives for the record's time to live, counted on the server's
 -- clock, so that a caller whose clock runs behind does not see it vanish.
 redis.call('PEXPIRE', KEYS[1], ARGV[6])
