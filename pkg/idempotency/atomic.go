@@ -82,6 +82,13 @@ func AtomicCompletion[Resp apigw.AnyResponse](ctx context.Context, resp Resp) (C
 // It reports false, and changes nothing, outside a protected request or
 // after the handler completed the record itself (AtomicCompletion).
 func DoNotStore(ctx context.Context) bool {
+	if run, ok := currentRun(ctx); ok {
+		if run.takenOver.Load() {
+			return false
+		}
+		run.doNotStore.Store(true)
+		return true
+	}
 	run, ok := ctx.Value(atomicKey{}).(*atomicRun)
 	if !ok || run.takenOver.Load() {
 		return false

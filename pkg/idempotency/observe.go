@@ -51,6 +51,7 @@ type observation struct {
 	start     time.Time
 	method    string
 	path      string
+	function  string // the name of a Function or SQSHandler
 	key       string
 	user      string
 	owner     string
@@ -79,10 +80,11 @@ func (o *observation) timed(op string, call func() error) error {
 }
 
 func (o *observation) emit(ctx context.Context, logger *slog.Logger, metrics *metricsWriter) {
-	attrs := []slog.Attr{
-		slog.String("outcome", string(o.outcome)),
-		slog.String("method", o.method),
-		slog.String("path", o.path),
+	attrs := []slog.Attr{slog.String("outcome", string(o.outcome))}
+	if o.function != "" {
+		attrs = append(attrs, slog.String("function", o.function))
+	} else {
+		attrs = append(attrs, slog.String("method", o.method), slog.String("path", o.path))
 	}
 	if o.key != "" {
 		attrs = append(attrs, slog.String("key", o.key))

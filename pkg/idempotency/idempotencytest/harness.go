@@ -131,6 +131,8 @@ type payload struct {
 	// wrap wraps h (written against the normalised view) as a handler of
 	// this version and returns a function that invokes it.
 	wrap func(t *testing.T, h handler, cfg idempotency.Config) invoker
+	// skip names the cases that have no form in this payload.
+	skip map[string]bool
 }
 
 type handler func(ctx context.Context, req apigw.Request) (apigw.Response, error)
@@ -140,6 +142,7 @@ type invoker func(ctx context.Context, r request) (apigw.Response, error)
 var payloads = []payload{
 	{name: "v2", wrap: wrapVersion[events.APIGatewayV2HTTPRequest, events.APIGatewayV2HTTPResponse](v2Event)},
 	{name: "v1", wrap: wrapVersion[events.APIGatewayProxyRequest, events.APIGatewayProxyResponse](v1Event)},
+	middlewarePayload("net/http", ServeMux),
 }
 
 func wrapVersion[Req apigw.AnyRequest, Resp apigw.AnyResponse](event func(request) Req) func(*testing.T, handler, idempotency.Config) invoker {
