@@ -22,23 +22,23 @@ func TestUpDownUp(t *testing.T) {
 
 	applied, err := migrate.Up(ctx, db.Pool)
 	require.NoError(t, err)
-	require.Len(t, applied, 4)
-	requireTables(t, db, "idempotency_keys", "tasks")
+	require.Len(t, applied, 5)
+	requireTables(t, db, "idempotency_keys", "task_activity", "tasks")
 
 	rolledBack, err := migrate.Reset(ctx, db.Pool)
 	require.NoError(t, err)
-	require.Len(t, rolledBack, 4)
+	require.Len(t, rolledBack, 5)
 	requireTables(t, db)
 	require.Zero(t, countJobs(t, db), "down must unschedule the schema's jobs")
 
 	applied, err = migrate.Up(ctx, db.Pool)
 	require.NoError(t, err)
-	require.Len(t, applied, 4)
-	requireTables(t, db, "idempotency_keys", "tasks")
+	require.Len(t, applied, 5)
+	requireTables(t, db, "idempotency_keys", "task_activity", "tasks")
 
 	v, err := migrate.Version(ctx, db.Pool)
 	require.NoError(t, err)
-	require.EqualValues(t, 4, v)
+	require.EqualValues(t, 6, v)
 
 	again, err := migrate.Up(ctx, db.Pool)
 	require.NoError(t, err)
@@ -63,6 +63,7 @@ func TestKeyStoreIsUnloggedAndTasksAreNot(t *testing.T) {
 	require.Equal(t, "u", persistence["idempotency_keys"])
 	require.Equal(t, "u", persistence["idempotency_keys_expires_at"], "indexes of an UNLOGGED table are unlogged too")
 	require.Equal(t, "p", persistence["tasks"], "tasks must survive a crash")
+	require.Equal(t, "p", persistence["task_activity"], "activity entries must survive a crash")
 }
 
 func TestCronJobsRegistered(t *testing.T) {

@@ -310,7 +310,9 @@ var functionCases = []functionCase{
 	}},
 	{"a payload check refuses the same key with another payload", func(t *testing.T, e *funcEnv) {
 		f := e.newOrder(nil, func(c *idempotency.FunctionConfig[order]) {
-			c.Payload = func(o order) ([]byte, error) { return []byte(fmt.Sprintf(`{"items": %d, "id": %q}`, o.Items, o.ID)), nil }
+			c.Payload = func(o order) ([]byte, error) {
+				return []byte(fmt.Sprintf(`{"items": %d, "id": %q}`, o.Items, o.ID)), nil
+			}
 		})
 		o := order{ID: uuid.NewString(), Items: 1}
 		_, err := f(context.Background(), o)
