@@ -136,4 +136,3 @@ func writeProblem(w http.ResponseWriter, d problem.Details) {
 	w.WriteHeader(d.Status)
 	_, _ = w.Write(d.JSON())
 }
-

@@ -65,7 +65,7 @@ type Functions struct {
 	api     *tasks.API
 	ttl     time.Duration
 	metrics io.Writer
-	once     sync.Once
+	once    sync.Once
 }
 
 // Build reads the environment through getenv (os.Getenv in a main) once and
