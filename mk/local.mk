@@ -41,9 +41,9 @@ invoke-sqs: rie ## Replay the SQS sample batches under the emulator; each must a
 	  done
 
 .PHONY: feed
-feed: rie ## Feed task events (JSON lines on stdin, or FILE=) to TaskActivityFunction as a local SQS queue would
+feed: ## Feed task events (JSON lines on stdin, or FILE=) to TaskActivityFunction's handler as the SQS queue would
 	@url=$$($(GO) run ./cmd/devdb start) && \
-	  AWS_LAMBDA_RIE=$(RIE) $(GO) run ./cmd/localqueue -database-url "$$url" $(if $(FILE),-file $(FILE))
+	  $(GO) run ./cmd/localqueue -database-url "$$url" $(if $(FILE),-file $(FILE)) $(if $(FIFO),-fifo)
 
 .PHONY: serve-http
 serve-http: ## Serve the task API as a plain net/http server with the idempotency middleware (ECS Fargate shape; PORT= defaults to 8080)
