@@ -12,16 +12,17 @@ import (
 // deliver the same request, so that code written against Request (the
 // idempotency fingerprint, a handler) sees the same values behind API
 // Gateway and in a plain HTTP server: Version 2, the escaped path as sent,
-// the query parsed from the raw query string, lower-case header names with
+// the raw query string and its parsed parameters, lower-case header names with
 // every value, and a body that is not UTF-8 as base64 with IsBase64Encoded.
 // Claims and AuthorizerContext are nil: a plain server has no authorizer.
 func FromHTTPRequest(r *http.Request, body []byte) Request {
 	out := Request{
-		Version: 2,
-		Method:  strings.ToUpper(r.Method),
-		Path:    r.URL.EscapedPath(),
-		Query:   ParseRawQuery(r.URL.RawQuery),
-		Headers: make(map[string][]string, len(r.Header)),
+		Version:  2,
+		Method:   strings.ToUpper(r.Method),
+		Path:     r.URL.EscapedPath(),
+		Query:    ParseRawQuery(r.URL.RawQuery),
+		RawQuery: r.URL.RawQuery,
+		Headers:  make(map[string][]string, len(r.Header)),
 	}
 	for name, values := range r.Header {
 		lower := strings.ToLower(name)

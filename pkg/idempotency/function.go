@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"log/slog"
 	"net/http"
@@ -322,9 +323,9 @@ func keyID(key string) string { return derivedUUID("key", key) }
 // the first 122 bits of a SHA-256 over the framed parts.
 func derivedUUID(parts ...string) string {
 	h := sha256.New()
-	writePart(h, derivedIDVersion)
+	writePart(h, []byte(derivedIDVersion))
 	for _, p := range parts {
-		writePart(h, p)
+		writePart(h, bytesOf(p))
 	}
 	var b [16]byte
 	copy(b[:], h.Sum(nil))
@@ -344,22 +345,27 @@ func derivedUUID(parts ...string) string {
 }
 
 // payloadHash is a function call's fingerprint: over the function's name
-// and, when a Payload function is configured, the payload (canonical JSON
-// when it is JSON). Without one every call of the function has the same
-// fingerprint, so that the key alone decides.
+// and, when a Payload function is configured, the payload (canonicalised
+// as the request fingerprint canonicalises a JSON body, when it is JSON).
+// Without one every call of the function has the same fingerprint, so that
+// the key alone decides.
 func payloadHash(name string, checked bool, payload []byte) string {
+	head := func(h hash.Hash, kind string) {
+		writePart(h, []byte(payloadHashVersion))
+		writePart(h, bytesOf(name))
+		writePart(h, []byte(kind))
+	}
 	h := sha256.New()
-	writePart(h, payloadHashVersion)
-	writePart(h, name)
-	switch canonical, ok := canonicalJSON(payload); {
+	switch {
 	case !checked:
-		writePart(h, "none")
-	case ok:
-		writePart(h, "json")
-		writePart(h, string(canonical))
+		head(h, "none")
 	default:
-		writePart(h, "raw")
-		writePart(h, string(payload))
+		head(h, "json")
+		if !canonicalJSON(h, payload) {
+			h.Reset()
+			head(h, "raw")
+			writePart(h, payload)
+		}
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }

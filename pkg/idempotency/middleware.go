@@ -66,7 +66,7 @@ func Middleware(cfg Config) (func(http.Handler) http.Handler, error) {
 		h, err := Wrap(func(ctx context.Context, ev eventV2) (responseV2, error) {
 			r := ctx.Value(httpRequestKey{}).(*http.Request)
 			body := ctx.Value(httpBodyKey{}).([]byte)
-			rec := &recorder{header: http.Header{}}
+			rec := &responseBuffer{header: http.Header{}}
 			r = r.WithContext(ctx)
 			r.Body = io.NopCloser(bytes.NewReader(body))
 			r.ContentLength = int64(len(body))
@@ -138,24 +138,24 @@ func httpEventOf(r *http.Request, body []byte) eventV2 {
 	return ev
 }
 
-// recorder buffers a protected request's response.
-type recorder struct {
+// responseBuffer buffers a protected request's response.
+type responseBuffer struct {
 	header      http.Header
 	status      int
 	body        bytes.Buffer
 	wroteHeader bool
 }
 
-func (w *recorder) Header() http.Header { return w.header }
+func (w *responseBuffer) Header() http.Header { return w.header }
 
-func (w *recorder) WriteHeader(status int) {
+func (w *responseBuffer) WriteHeader(status int) {
 	if w.wroteHeader || status < 200 && status >= 100 {
 		return // informational answers (103 Early Hints) are not kept
 	}
 	w.status, w.wroteHeader = status, true
 }
 
-func (w *recorder) Write(p []byte) (int, error) {
+func (w *responseBuffer) Write(p []byte) (int, error) {
 	if !w.wroteHeader {
 		w.WriteHeader(http.StatusOK)
 	}
@@ -163,9 +163,9 @@ func (w *recorder) Write(p []byte) (int, error) {
 }
 
 // Flush is a no-op: the response is sent whole when the handler returns.
-func (w *recorder) Flush() {}
+func (w *responseBuffer) Flush() {}
 
-func (w *recorder) response() responseV2 {
+func (w *responseBuffer) response() responseV2 {
 	status := w.status
 	if !w.wroteHeader {
 		status = http.StatusOK
