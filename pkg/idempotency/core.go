@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"time"
+
+	"github.com/ichido/ichido/pkg/apigw"
 )
 
 // engine is the one claim–run–finish flow behind every shape this package
@@ -156,9 +158,9 @@ func (e *engine) completion(ref Ref, resp StoredResponse) Completion {
 type runState struct {
 	e   *engine
 	ref Ref
-	// stored turns a handler's response into what is kept; set by Wrap and
+	// stored turns an HTTP response into what is kept; set by Wrap and
 	// Middleware (nil for functions, whose results AtomicResult encodes).
-	stored func(any) (StoredResponse, bool)
+	stored func(apigw.Response) StoredResponse
 	// takenOver is set when the handler took the completion into its own
 	// transaction; the engine then does not complete the record again.
 	takenOver atomic.Bool

@@ -7,11 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"slices"
-	"strings"
 	"unicode/utf8"
-
-	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/ichido/ichido/pkg/apigw"
 	"github.com/ichido/ichido/pkg/problem"
@@ -58,39 +54,34 @@ func Middleware(cfg Config) (func(http.Handler) http.Handler, error) {
 	if cfg.UserID == nil {
 		return nil, errors.New("idempotency: invalid Config: Config.UserID is nil: a net/http server has no API Gateway authorizer; pass a function that reads the user your authentication middleware put into the request's context (see ContextUserID)")
 	}
-	if err := cfg.withDefaults().validate(); err != nil {
+	d, err := newDecorator(cfg)
+	if err != nil {
 		return nil, err
 	}
-	methods := cfg.withDefaults().Methods
 	return func(next http.Handler) http.Handler {
-		h, err := Wrap(func(ctx context.Context, ev eventV2) (responseV2, error) {
-			r := ctx.Value(httpRequestKey{}).(*http.Request)
-			body := ctx.Value(httpBodyKey{}).([]byte)
-			rec := &responseBuffer{header: http.Header{}}
-			r = r.WithContext(ctx)
-			r.Body = io.NopCloser(bytes.NewReader(body))
-			r.ContentLength = int64(len(body))
-			next.ServeHTTP(rec, r)
-			return rec.response(), nil
-		}, cfg)
-		if err != nil {
-			// Middleware checked the Config before returning this function.
-			panic(err)
-		}
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if !slices.Contains(methods, r.Method) {
+			if !d.protects(r.Method) {
 				next.ServeHTTP(w, r)
 				return
 			}
 			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, DefaultMaxRequestBytes))
 			if err != nil {
-				writeProblem(w, tooLargeOrUnreadable(err))
+				writeResponse(w, apigw.Problem(tooLargeOrUnreadable(err)))
 				return
 			}
-			ctx := context.WithValue(r.Context(), httpRequestKey{}, r)
-			ctx = context.WithValue(ctx, httpBodyKey{}, body)
-			resp, _ := h(ctx, httpEventOf(r, body)) // the inner handler never fails
-			writeResponse(w, apigw.FromResponse(resp))
+			buf := &responseBuffer{header: http.Header{}}
+			answer, own, _ := d.serve(r.Context(), apigw.FromHTTPRequest(r, body), func(ctx context.Context) (apigw.Response, error) {
+				inner := r.WithContext(ctx)
+				inner.Body = io.NopCloser(bytes.NewReader(body))
+				inner.ContentLength = int64(len(body))
+				next.ServeHTTP(buf, inner)
+				return buf.response(), nil
+			})
+			if own {
+				buf.writeTo(w)
+				return
+			}
+			writeResponse(w, answer)
 		})
 	}, nil
 }
@@ -102,40 +93,6 @@ func ContextUserID(user func(ctx context.Context) string) UserIDFunc {
 	return func(ctx context.Context, _ apigw.Request) (string, error) {
 		return user(ctx), nil
 	}
-}
-
-// The HTTP API payload that Middleware describes a request as.
-type (
-	eventV2    = events.APIGatewayV2HTTPRequest
-	responseV2 = events.APIGatewayV2HTTPResponse
-)
-
-type httpRequestKey struct{}
-
-type httpBodyKey struct{}
-
-// httpEventOf describes r as an HTTP API request, so that the fingerprint
-// and the key rules are those of a Lambda behind API Gateway: the escaped
-// path, the raw query, headers joined with "," as API Gateway joins a
-// repeated header, and a body that is not UTF-8 as base64.
-func httpEventOf(r *http.Request, body []byte) eventV2 {
-	ev := eventV2{
-		RawPath:        r.URL.EscapedPath(),
-		RawQueryString: r.URL.RawQuery,
-		Headers:        make(map[string]string, len(r.Header)),
-	}
-	ev.RequestContext.HTTP.Method = r.Method
-	ev.RequestContext.HTTP.Path = r.URL.Path
-	for name, values := range r.Header {
-		ev.Headers[strings.ToLower(name)] = strings.Join(values, ",")
-	}
-	if utf8.Valid(body) {
-		ev.Body = string(body)
-	} else {
-		ev.Body = base64.StdEncoding.EncodeToString(body)
-		ev.IsBase64Encoded = true
-	}
-	return ev
 }
 
 // responseBuffer buffers a protected request's response.
@@ -165,15 +122,14 @@ func (w *responseBuffer) Write(p []byte) (int, error) {
 // Flush is a no-op: the response is sent whole when the handler returns.
 func (w *responseBuffer) Flush() {}
 
-func (w *responseBuffer) response() responseV2 {
+// response is the buffered response as the decorator stores it: a body
+// that is not UTF-8 as base64.
+func (w *responseBuffer) response() apigw.Response {
 	status := w.status
 	if !w.wroteHeader {
 		status = http.StatusOK
 	}
-	resp := responseV2{StatusCode: status, MultiValueHeaders: map[string][]string{}}
-	for name, values := range w.header {
-		resp.MultiValueHeaders[name] = append([]string(nil), values...)
-	}
+	resp := apigw.Response{StatusCode: status, Headers: w.header.Clone()}
 	if b := w.body.Bytes(); utf8.Valid(b) {
 		resp.Body = string(b)
 	} else {
@@ -181,6 +137,21 @@ func (w *responseBuffer) response() responseV2 {
 		resp.IsBase64Encoded = true
 	}
 	return resp
+}
+
+// writeTo sends the buffered response, every header the handler set
+// included, to w.
+func (w *responseBuffer) writeTo(out http.ResponseWriter) {
+	h := out.Header()
+	for name, values := range w.header {
+		h[name] = values
+	}
+	status := w.status
+	if !w.wroteHeader {
+		status = http.StatusOK
+	}
+	out.WriteHeader(status)
+	_, _ = out.Write(w.body.Bytes()) // the client went away; nothing to be done
 }
 
 // writeResponse writes a decorator's answer to w.
@@ -197,10 +168,6 @@ func writeResponse(w http.ResponseWriter, resp apigw.Response) {
 	}
 	w.WriteHeader(resp.StatusCode)
 	_, _ = w.Write(body) // the client went away; nothing to be done
-}
-
-func writeProblem(w http.ResponseWriter, d problem.Details) {
-	writeResponse(w, apigw.Problem(d))
 }
 
 // tooLargeOrUnreadable is the refusal of a body that could not be read.

@@ -30,42 +30,78 @@ func Wrap[Req apigw.AnyRequest, Resp apigw.AnyResponse](h func(context.Context, 
 	if h == nil {
 		return nil, errors.New("idempotency: Wrap needs a handler, got nil")
 	}
+	d, err := newDecorator(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, req Req) (Resp, error) {
+		view := apigw.FromRequest(req)
+		if !d.protects(view.Method) {
+			return h(ctx, req)
+		}
+		var resp Resp
+		answer, own, err := d.serve(ctx, view, func(ctx context.Context) (apigw.Response, error) {
+			var err error
+			resp, err = h(ctx, req)
+			return apigw.FromResponse(resp), err
+		})
+		if own {
+			// The handler ran: its own response (or error) goes back as it is.
+			return resp, err
+		}
+		return apigw.ToResponse[Resp](answer), nil
+	}, nil
+}
+
+// decorator is the HTTP contract (spec: the decorator flow) over the
+// engine, shared by Wrap and Middleware.
+type decorator struct {
+	cfg           Config
+	replayHeaders []string
+	e             *engine
+}
+
+func newDecorator(cfg Config) (*decorator, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	d := &decorator{
+	return &decorator{
 		cfg:           cfg,
 		replayHeaders: cfg.replayHeaderNames(),
-		metrics:       &metricsWriter{w: cfg.Metrics, namespace: cfg.Namespace},
-	}
-	return func(ctx context.Context, req Req) (Resp, error) {
-		view := apigw.FromRequest(req)
-		if !slices.Contains(d.cfg.Methods, view.Method) {
-			return h(ctx, req)
-		}
-		return serve(ctx, d, h, req, view)
+		e: &engine{
+			store:       cfg.Store,
+			ttl:         cfg.TTL,
+			maxLease:    cfg.MaxLease,
+			leaseMargin: cfg.LeaseMargin,
+			owner:       cfg.Owner,
+			clock:       cfg.Clock,
+			logger:      cfg.Logger,
+			metrics:     &metricsWriter{w: cfg.Metrics, namespace: cfg.Namespace},
+		},
 	}, nil
 }
 
-type decorator struct {
-	cfg           Config
-	replayHeaders []string
-	metrics       *metricsWriter
+// protects reports whether requests with method go through the flow.
+func (d *decorator) protects(method string) bool {
+	return slices.Contains(d.cfg.Methods, method)
 }
 
-// serve runs the contract's flow for one protected request.
-func serve[Req apigw.AnyRequest, Resp apigw.AnyResponse](ctx context.Context, d *decorator, h func(context.Context, Req) (Resp, error), req Req, view apigw.Request) (Resp, error) {
+// serve runs the contract's flow for one protected request. When the
+// handler ran (own is true) the caller answers with the handler's own
+// response and err, which run returned; otherwise answer is the refusal or
+// the replay to send.
+func (d *decorator) serve(ctx context.Context, view apigw.Request, run func(ctx context.Context) (apigw.Response, error)) (answer apigw.Response, own bool, err error) {
 	obs := &observation{start: d.cfg.Clock(), method: view.Method, path: view.Path}
-	defer func() { obs.emit(ctx, d.cfg.Logger, d.metrics) }()
+	defer func() { obs.emit(ctx, d.cfg.Logger, d.e.metrics) }()
 
-	refuse := func(outcome Outcome, p problem.Details) (Resp, error) {
+	refuse := func(outcome Outcome, p problem.Details) (apigw.Response, bool, error) {
 		obs.outcome, obs.status, obs.reason = outcome, p.Status, p.Code
 		r := apigw.Problem(p)
 		if p.Status == http.StatusConflict || p.Status == http.StatusServiceUnavailable {
 			r.Headers.Set("Retry-After", "1")
 		}
-		return apigw.ToResponse[Resp](r), nil
+		return r, false, nil
 	}
 
 	userID, detail, err := d.userID(ctx, view)
@@ -92,23 +128,8 @@ func serve[Req apigw.AnyRequest, Resp apigw.AnyResponse](ctx context.Context, d 
 			"The request body is marked base64-encoded but is not valid base64."))
 	}
 
-	ref := Ref{UserID: userID, Key: key, Owner: d.cfg.Owner(ctx)}
-	obs.owner = ref.Owner
-	now := d.cfg.Clock()
-	claim := Claim{
-		Ref:         ref,
-		RequestHash: hash,
-		Now:         now,
-		LeaseUntil:  leaseUntil(ctx, now, d.cfg.LeaseMargin, d.cfg.MaxLease),
-		ExpiresAt:   now.Add(d.cfg.TTL),
-	}
-	var res ClaimResult
-	err = obs.timed("claim", func() (err error) {
-		res, err = d.cfg.Store.Claim(ctx, claim)
-		return err
-	})
+	ref, res, err := d.e.claim(ctx, obs, userID, key, hash)
 	if err != nil {
-		obs.err = err
 		return refuse(OutcomeStoreError, storeUnavailable())
 	}
 
@@ -123,62 +144,27 @@ func serve[Req apigw.AnyRequest, Resp apigw.AnyResponse](ctx context.Context, d 
 				"A request with this Idempotency-Key is still being processed. Retry after the delay in Retry-After."))
 		case rec.Status == StatusCompleted && rec.Response != nil:
 			obs.outcome, obs.status = OutcomeReplayed, rec.Response.StatusCode
-			return apigw.ToResponse[Resp](d.replay(*rec.Response)), nil
+			return d.replay(*rec.Response), false, nil
 		default:
 			obs.err = fmt.Errorf("store returned an unusable record: status %q, response present %t", rec.Status, rec.Response != nil)
 			return refuse(OutcomeStoreError, storeUnavailable())
 		}
 	}
 
-	obs.claimed = true
 	ctx = NewContext(ctx, Info{Key: key, UserID: userID, RequestHash: hash})
-	state := &atomicRun{d: d, ref: ref}
-	ctx = context.WithValue(ctx, atomicKey{}, state)
-	return run(ctx, d, h, req, state, obs)
-}
-
-// run calls the handler on a claimed record, then completes or releases it.
-func run[Req apigw.AnyRequest, Resp apigw.AnyResponse](ctx context.Context, d *decorator, h func(context.Context, Req) (Resp, error), req Req, state *atomicRun, obs *observation) (resp Resp, err error) {
-	ref := state.ref
-	start := time.Now()
-	returned := false
-	defer func() {
-		if returned {
-			return
+	state := &runState{e: d.e, ref: ref, stored: d.stored}
+	err = d.e.execute(ctx, state, obs, func(ctx context.Context) (StoredResponse, bool, error) {
+		resp, err := run(ctx)
+		if err != nil {
+			return StoredResponse{}, false, err
 		}
-		// The handler panicked (or called runtime.Goexit): free the key for
-		// the retry, then let the panic go on.
-		v := recover()
-		obs.handler, obs.handlerMS = "panic", msSince(start)
-		d.release(ctx, ref, obs)
-		if v != nil {
-			panic(v)
+		obs.status = resp.StatusCode
+		if !Storable(resp.StatusCode) {
+			return StoredResponse{}, false, nil
 		}
-	}()
-	resp, err = h(ctx, req)
-	returned = true
-	obs.handlerMS = msSince(start)
-
-	if err != nil {
-		obs.handler = "error"
-		obs.err = err
-		d.release(ctx, ref, obs)
-		return resp, err
-	}
-	obs.handler = "ok"
-	view := apigw.FromResponse(resp)
-	obs.status = view.StatusCode
-	if !Storable(view.StatusCode) || state.doNotStore.Load() {
-		d.release(ctx, ref, obs)
-		return resp, nil
-	}
-	if state.takenOver.Load() {
-		// The handler completed the record in its own transaction.
-		obs.outcome = OutcomeCompleted
-		return resp, nil
-	}
-	d.complete(ctx, ref, view, obs)
-	return resp, nil
+		return d.stored(resp), true, nil
+	})
+	return apigw.Response{}, true, err
 }
 
 // Storable reports whether a response with this status is stored for
@@ -191,38 +177,6 @@ func Storable(status int) bool {
 		return false
 	}
 	return status >= 200 && status < 500
-}
-
-// complete stores the response. On ErrLeaseLost nothing is stored (another
-// invocation owns the key now); on a store failure the record is left in
-// progress until its lease runs out rather than released, since the work
-// is done and a release would invite an immediate second run.
-func (d *decorator) complete(ctx context.Context, ref Ref, resp apigw.Response, obs *observation) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
-	defer cancel()
-	now := d.cfg.Clock()
-	c := Completion{
-		Ref:       ref,
-		Response:  d.stored(resp),
-		Now:       now,
-		ExpiresAt: now.Add(d.cfg.TTL),
-	}
-	err := obs.timed("complete", func() error { return d.cfg.Store.Complete(ctx, c) })
-	obs.outcome = finishOutcome(err, OutcomeCompleted)
-	if err != nil {
-		obs.err = err
-	}
-}
-
-// release deletes the claimed record so that the client's retry runs again.
-func (d *decorator) release(ctx context.Context, ref Ref, obs *observation) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
-	defer cancel()
-	err := obs.timed("release", func() error { return d.cfg.Store.Release(ctx, ref) })
-	obs.outcome = finishOutcome(err, OutcomeReleased)
-	if err != nil {
-		obs.err = errors.Join(obs.err, err)
-	}
 }
 
 func finishOutcome(err error, ok Outcome) Outcome {
