@@ -1,8 +1,13 @@
-// Package apigw gives one normalised view of the two API Gateway Lambda
-// proxy payloads: REST API events (payload format 1.0,
-// events.APIGatewayProxyRequest / events.APIGatewayProxyResponse) and HTTP
-// API events (payload format 2.0, events.APIGatewayV2HTTPRequest /
-// events.APIGatewayV2HTTPResponse).
+// Package apigw gives one normalised view of the HTTP payloads a Lambda
+// function receives: the two API Gateway proxy payloads, REST API events
+// (payload format 1.0, events.APIGatewayProxyRequest /
+// events.APIGatewayProxyResponse) and HTTP API events (payload format 2.0,
+// events.APIGatewayV2HTTPRequest / events.APIGatewayV2HTTPResponse), as
+// well as Lambda Function URL events (events.LambdaFunctionURLRequest /
+// events.LambdaFunctionURLResponse, the 2.0 shape) and Application Load
+// Balancer target group events (events.ALBTargetGroupRequest /
+// events.ALBTargetGroupResponse); FromHTTPRequest gives the same view of a
+// net/http request.
 //
 // Code that must treat both payloads alike (the idempotency decorator, a
 // problem+json writer) reads a Request built with FromRequest, inspects a
@@ -24,12 +29,14 @@ import (
 
 // AnyRequest is the set of request payloads this package understands.
 type AnyRequest interface {
-	events.APIGatewayProxyRequest | events.APIGatewayV2HTTPRequest
+	events.APIGatewayProxyRequest | events.APIGatewayV2HTTPRequest |
+		events.LambdaFunctionURLRequest | events.ALBTargetGroupRequest
 }
 
 // AnyResponse is the set of response payloads this package understands.
 type AnyResponse interface {
-	events.APIGatewayProxyResponse | events.APIGatewayV2HTTPResponse
+	events.APIGatewayProxyResponse | events.APIGatewayV2HTTPResponse |
+		events.LambdaFunctionURLResponse | events.ALBTargetGroupResponse
 }
 
 // Request is the part of an API Gateway request that both payload formats
@@ -71,6 +78,9 @@ type Request struct {
 	// requestContext.authorizer.lambda; v1 requestContext.authorizer, which
 	// also holds principalId). Nil when there is none.
 	AuthorizerContext map[string]any
+	// IAM is the principal that signed the request, for a Lambda Function
+	// URL whose AuthType is AWS_IAM. Nil otherwise.
+	IAM *IAMIdentity
 }
 
 // Header returns every value of the header name (any case), as Headers
@@ -86,8 +96,12 @@ func FromRequest[R AnyRequest](req R) Request {
 		return fromV1(r)
 	case events.APIGatewayV2HTTPRequest:
 		return fromV2(r)
+	case events.LambdaFunctionURLRequest:
+		return fromFunctionURL(r)
+	case events.ALBTargetGroupRequest:
+		return fromALB(r)
 	}
-	panic("unreachable: AnyRequest has two members")
+	panic("unreachable: AnyRequest has four members")
 }
 
 func fromV1(r events.APIGatewayProxyRequest) Request {
@@ -253,6 +267,10 @@ func FromResponse[R AnyResponse](resp R) Response {
 		status, single, multi, body, b64 = r.StatusCode, r.Headers, r.MultiValueHeaders, r.Body, r.IsBase64Encoded
 	case events.APIGatewayV2HTTPResponse:
 		status, single, multi, cookies, body, b64 = r.StatusCode, r.Headers, r.MultiValueHeaders, r.Cookies, r.Body, r.IsBase64Encoded
+	case events.LambdaFunctionURLResponse:
+		status, single, cookies, body, b64 = r.StatusCode, r.Headers, r.Cookies, r.Body, r.IsBase64Encoded
+	case events.ALBTargetGroupResponse:
+		status, single, multi, body, b64 = r.StatusCode, r.Headers, r.MultiValueHeaders, r.Body, r.IsBase64Encoded
 	}
 	h := http.Header{}
 	for name, values := range multi {
@@ -295,6 +313,10 @@ func ToResponse[R AnyResponse](resp Response) R {
 		}
 	case *events.APIGatewayV2HTTPResponse:
 		*p = events.APIGatewayV2HTTPResponse{StatusCode: resp.StatusCode, Headers: headers, Body: resp.Body, IsBase64Encoded: resp.IsBase64Encoded, Cookies: cookies}
+	case *events.LambdaFunctionURLResponse:
+		*p = events.LambdaFunctionURLResponse{StatusCode: resp.StatusCode, Headers: headers, Body: resp.Body, IsBase64Encoded: resp.IsBase64Encoded, Cookies: cookies}
+	case *events.ALBTargetGroupResponse:
+		*p = toALB(resp)
 	}
 	return out
 }

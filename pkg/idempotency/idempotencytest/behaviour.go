@@ -23,8 +23,9 @@ import (
 )
 
 // RunHTTPBehaviour runs the decorator's HTTP behaviour table against the
-// Store that newStore returns, once for each API Gateway payload version
-// and once through Middleware over real HTTP (see RunMiddlewareBehaviour).
+// Store that newStore returns, once for each API Gateway payload version,
+// for a Lambda Function URL and an ALB target, and once through Middleware
+// over real HTTP (see RunMiddlewareBehaviour).
 // newStore is called once per payload version; the cases share that Store
 // and run in parallel, each with its own users and keys, its own clock and
 // its own view of the Store's calls, so the Store must be safe for

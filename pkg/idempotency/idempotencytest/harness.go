@@ -142,6 +142,8 @@ type invoker func(ctx context.Context, r request) (apigw.Response, error)
 var payloads = []payload{
 	{name: "v2", wrap: wrapVersion[events.APIGatewayV2HTTPRequest, events.APIGatewayV2HTTPResponse](v2Event)},
 	{name: "v1", wrap: wrapVersion[events.APIGatewayProxyRequest, events.APIGatewayProxyResponse](v1Event)},
+	{name: "function-url", wrap: wrapShape[events.LambdaFunctionURLRequest, events.LambdaFunctionURLResponse](functionURLEvent, functionURLClaims), skip: noLambdaAuthorizer},
+	{name: "alb", wrap: wrapShape[events.ALBTargetGroupRequest, events.ALBTargetGroupResponse](albEvent, albClaims), skip: noLambdaAuthorizer},
 	middlewarePayload("net/http", ServeMux),
 }
 
