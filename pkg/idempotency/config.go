@@ -36,7 +36,9 @@ const (
 var DefaultMethods = []string{http.MethodPost, http.MethodPatch, http.MethodDelete}
 
 // UserIDFunc returns the authenticated user of a request. It must read only
-// what API Gateway's authorizer filled in, never a header or the body. It
+// what authenticated the request (API Gateway's authorizer, a Function
+// URL's IAM check, a verified token; see IAMPrincipal, ALBOIDC and
+// BearerToken), never a header or body field that a client sets freely. It
 // returns "" (or an error, which is logged and never shown to the client)
 // when there is no user; the decorator then answers 401. The result must be
 // a UUID; a function may map another subject to one.

@@ -1,7 +1,33 @@
-// Package idempotency makes the mutating endpoints of an API Gateway Lambda
-// handler idempotent: a client sends an Idempotency-Key header, and every
-// retry of the same request with the same key gets the first response back
-// instead of running the work again.
+// Package idempotency makes work idempotent on AWS, whatever triggers it:
+// the mutating endpoints of an HTTP handler (API Gateway REST and HTTP
+// APIs, Lambda Function URLs, ALB targets, any net/http server), where a
+// client sends an Idempotency-Key header and every retry of the same
+// request with the same key gets the first response back instead of
+// running the work again; the records of an SQS batch; and any typed
+// function, keyed by a part of its input.
+//
+// Every shape runs the same flow on the same Store: one claim round trip,
+// a lease that ends at the invocation's deadline, completion and release
+// fenced by the owner token, a release when the work fails or panics, and
+// no work at all while the store cannot be reached. docs/triggers.md
+// compares what each shape keys on and what a repeat gets.
+//
+// # Shapes
+//
+//	Wrap            events.APIGatewayV2HTTPRequest, events.APIGatewayProxyRequest,
+//	                events.LambdaFunctionURLRequest, events.ALBTargetGroupRequest
+//	Middleware      func(http.Handler) http.Handler: the same HTTP contract for a
+//	                plain net/http server (ECS, EC2, the Lambda Web Adapter), chi, …
+//	Function        any func(context.Context, In) (Out, error), keyed by
+//	                FunctionConfig.Key, the result stored as JSON
+//	SQSHandler      an SQS event source mapping with ReportBatchItemFailures
+//
+// The user of an HTTP shape comes from what authenticated the request:
+// ClaimsSubject and AuthorizerContextField for API Gateway authorizers,
+// IAMPrincipal for a Function URL with AuthType AWS_IAM, ALBOIDC for an ALB
+// rule that authenticates users, BearerToken where the function verifies a
+// token itself, ContextUserID for Middleware behind an authentication
+// middleware, StaticUserID where there is no caller identity at all.
 //
 // # Wrapping a handler
 //
@@ -120,6 +146,27 @@
 // "store": claim_ms, complete_ms, release_ms), and one CloudWatch Embedded
 // Metric Format line to Config.Metrics that counts the outcome (and
 // "claimed" when the handler ran) in Config.Namespace.
+//
+// # Functions and SQS batches
+//
+// Function keys a call by FunctionConfig.Key of its input (an event id, a
+// message id: typed Go, no path expressions), optionally scoped
+// (FunctionConfig.Scope, per user or tenant) and always by
+// FunctionConfig.Name. The first successful call's result is stored as JSON
+// and returned to every repeat without running the function. A repeat while
+// the first call runs fails with ErrInProgress; a known key with another
+// payload (FunctionConfig.Payload) with ErrKeyReused; a store that cannot
+// be reached with a *StoreError. Errors and panics release the key.
+//
+// SQSHandler runs a function once per record of an SQS batch (key: the
+// message id, or a part of the body through SQSBodyKey) and answers with
+// the records to retry: a failed record alone, never one done before; a
+// record in progress in another invocation is reported failed rather than
+// run twice; on a FIFO queue the first failure of a message group fails the
+// rest of that group in the batch.
+//
+// AtomicResult is AtomicCompletion for functions: the record is completed
+// in the function's own transaction.
 //
 // # Stores
 //

@@ -20,9 +20,15 @@ const finishTimeout = 5 * time.Second
 
 // Wrap returns a handler that behaves like h and makes its protected
 // requests idempotent (see the package documentation for the whole
-// contract). Req is events.APIGatewayV2HTTPRequest or
-// events.APIGatewayProxyRequest, Resp events.APIGatewayV2HTTPResponse or
-// events.APIGatewayProxyResponse.
+// contract). Req and Resp are one of the pairs
+// events.APIGatewayV2HTTPRequest / events.APIGatewayV2HTTPResponse (HTTP
+// API), events.APIGatewayProxyRequest / events.APIGatewayProxyResponse
+// (REST API), events.LambdaFunctionURLRequest /
+// events.LambdaFunctionURLResponse (Function URL; the user comes from
+// IAMPrincipal or BearerToken) and events.ALBTargetGroupRequest /
+// events.ALBTargetGroupResponse (ALB target; ALBOIDC or BearerToken). When
+// h ran, its own response (or error) is returned unchanged; otherwise the
+// refusal or the replay is built in Resp's shape.
 //
 // Wrap returns an error, and no handler, when h is nil or cfg is invalid;
 // the message names the field to fix.
