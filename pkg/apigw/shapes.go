@@ -27,21 +27,16 @@ type IAMIdentity struct {
 // fromFunctionURL is a Lambda Function URL request: the HTTP API 2.0 shape,
 // with the caller's IAM identity when the URL's AuthType is AWS_IAM.
 func fromFunctionURL(r events.LambdaFunctionURLRequest) Request {
-	out := Request{
-		Version:         2,
-		Method:          strings.ToUpper(r.RequestContext.HTTP.Method),
-		Path:            r.RawPath,
-		Query:           ParseRawQuery(r.RawQueryString),
-		RawQuery:        r.RawQueryString,
-		Headers:         map[string][]string{},
+	v2 := events.APIGatewayV2HTTPRequest{
+		RawPath:         r.RawPath,
+		RawQueryString:  r.RawQueryString,
+		Headers:         r.Headers,
 		Body:            r.Body,
 		IsBase64Encoded: r.IsBase64Encoded,
-		RequestID:       r.RequestContext.RequestID,
 	}
-	for name, value := range r.Headers {
-		lower := strings.ToLower(name)
-		out.Headers[lower] = append(out.Headers[lower], value)
-	}
+	v2.RequestContext.HTTP.Method = r.RequestContext.HTTP.Method
+	v2.RequestContext.RequestID = r.RequestContext.RequestID
+	out := fromV2(v2)
 	if a := r.RequestContext.Authorizer; a != nil && a.IAM != nil {
 		out.IAM = &IAMIdentity{
 			AccountID: a.IAM.AccountID,

@@ -27,6 +27,20 @@ type engine struct {
 	metrics     *metricsWriter
 }
 
+// newEngine returns the engine of a defaulted Config.
+func newEngine(cfg Config) *engine {
+	return &engine{
+		store:       cfg.Store,
+		ttl:         cfg.TTL,
+		maxLease:    cfg.MaxLease,
+		leaseMargin: cfg.LeaseMargin,
+		owner:       cfg.Owner,
+		clock:       cfg.Clock,
+		logger:      cfg.Logger,
+		metrics:     &metricsWriter{w: cfg.Metrics, namespace: cfg.Namespace},
+	}
+}
+
 // claim makes the one claim round trip for (userID, key) with the request
 // fingerprint hash, on behalf of a new owner token: the lease runs to the
 // invocation's deadline plus the margin, never past MaxLease from now.

@@ -11,7 +11,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"os"
 	"time"
 )
 
@@ -88,33 +87,28 @@ type FunctionConfig[In any] struct {
 	Namespace string
 }
 
+// common is c's settings shared with Config, so that both take their
+// defaults, and build their engine, in one place.
+func (c FunctionConfig[In]) common() Config {
+	return Config{
+		Store:       c.Store,
+		TTL:         c.TTL,
+		MaxLease:    c.MaxLease,
+		LeaseMargin: c.LeaseMargin,
+		Owner:       c.Owner,
+		Clock:       c.Clock,
+		Logger:      c.Logger,
+		Metrics:     c.Metrics,
+		Namespace:   c.Namespace,
+	}
+}
+
 // withDefaults returns a copy of c with every zero field but Key set to its
-// default.
+// default (Config's).
 func (c FunctionConfig[In]) withDefaults() FunctionConfig[In] {
-	if c.TTL == 0 {
-		c.TTL = DefaultTTL
-	}
-	if c.MaxLease == 0 {
-		c.MaxLease = DefaultMaxLease
-	}
-	if c.LeaseMargin == 0 {
-		c.LeaseMargin = DefaultLeaseMargin
-	}
-	if c.Owner == nil {
-		c.Owner = defaultOwner
-	}
-	if c.Clock == nil {
-		c.Clock = time.Now
-	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.NewJSONHandler(os.Stdout, nil))
-	}
-	if c.Metrics == nil {
-		c.Metrics = os.Stdout
-	}
-	if c.Namespace == "" {
-		c.Namespace = DefaultNamespace
-	}
+	d := c.common().withDefaults()
+	c.TTL, c.MaxLease, c.LeaseMargin = d.TTL, d.MaxLease, d.LeaseMargin
+	c.Owner, c.Clock, c.Logger, c.Metrics, c.Namespace = d.Owner, d.Clock, d.Logger, d.Metrics, d.Namespace
 	return c
 }
 
@@ -146,19 +140,6 @@ func (c FunctionConfig[In]) validate() error {
 		return nil
 	}
 	return fmt.Errorf("idempotency: invalid FunctionConfig: %w", errors.Join(errs...))
-}
-
-func (c FunctionConfig[In]) engine() *engine {
-	return &engine{
-		store:       c.Store,
-		ttl:         c.TTL,
-		maxLease:    c.MaxLease,
-		leaseMargin: c.LeaseMargin,
-		owner:       c.Owner,
-		clock:       c.Clock,
-		logger:      c.Logger,
-		metrics:     &metricsWriter{w: c.Metrics, namespace: c.Namespace},
-	}
 }
 
 // Function returns a function that behaves like fn and runs it at most once
@@ -197,7 +178,7 @@ func Function[In, Out any](fn func(context.Context, In) (Out, error), cfg Functi
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	f := &function[In, Out]{cfg: cfg, e: cfg.engine(), fn: fn}
+	f := &function[In, Out]{cfg: cfg, e: newEngine(cfg.common()), fn: fn}
 	return f.call, nil
 }
 

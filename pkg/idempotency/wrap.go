@@ -72,20 +72,7 @@ func newDecorator(cfg Config) (*decorator, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &decorator{
-		cfg:           cfg,
-		replayHeaders: cfg.replayHeaderNames(),
-		e: &engine{
-			store:       cfg.Store,
-			ttl:         cfg.TTL,
-			maxLease:    cfg.MaxLease,
-			leaseMargin: cfg.LeaseMargin,
-			owner:       cfg.Owner,
-			clock:       cfg.Clock,
-			logger:      cfg.Logger,
-			metrics:     &metricsWriter{w: cfg.Metrics, namespace: cfg.Namespace},
-		},
-	}, nil
+	return &decorator{cfg: cfg, replayHeaders: cfg.replayHeaderNames(), e: newEngine(cfg)}, nil
 }
 
 // protects reports whether requests with method go through the flow.

@@ -33,20 +33,25 @@ import (
 func RunHTTPBehaviour(t *testing.T, newStore func(t *testing.T) idempotency.Store) {
 	t.Helper()
 	for _, p := range payloads {
-		t.Run(p.name, func(t *testing.T) {
-			t.Parallel()
-			store := newStore(t)
-			for _, c := range cases {
-				if p.skip[c.name] {
-					continue
-				}
-				t.Run(c.name, func(t *testing.T) {
-					t.Parallel()
-					c.run(t, newEnv(t, p, store))
-				})
-			}
-		})
+		runPayload(t, p, newStore)
 	}
+}
+
+// runPayload runs the table, but the cases p has no form for, through p.
+func runPayload(t *testing.T, p payload, newStore func(t *testing.T) idempotency.Store) {
+	t.Run(p.name, func(t *testing.T) {
+		t.Parallel()
+		store := newStore(t)
+		for _, c := range cases {
+			if p.skip[c.name] {
+				continue
+			}
+			t.Run(c.name, func(t *testing.T) {
+				t.Parallel()
+				c.run(t, newEnv(t, p, store))
+			})
+		}
+	})
 }
 
 // env is one case's world: a fresh user and key, a fake clock, a counting

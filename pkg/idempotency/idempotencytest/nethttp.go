@@ -44,20 +44,7 @@ func ServeMux(mw func(http.Handler) http.Handler, h http.Handler) http.Handler {
 // form, a body flagged base64 that is not base64, is left out.
 func RunMiddlewareBehaviour(t *testing.T, newStore func(t *testing.T) idempotency.Store, mount Mount) {
 	t.Helper()
-	p := middlewarePayload("net/http", mount)
-	t.Run(p.name, func(t *testing.T) {
-		t.Parallel()
-		store := newStore(t)
-		for _, c := range cases {
-			if p.skip[c.name] {
-				continue
-			}
-			t.Run(c.name, func(t *testing.T) {
-				t.Parallel()
-				c.run(t, newEnv(t, p, store))
-			})
-		}
-	})
+	runPayload(t, middlewarePayload("net/http", mount), newStore)
 }
 
 // The test server's stand-in for an authentication middleware: it takes
