@@ -13,10 +13,18 @@ import (
 	"github.com/ichido/ichido/pkg/problem"
 )
 
-// finishTimeout bounds Complete and Release. They run on a context detached
-// from the invocation's cancellation (the work is done and must be recorded
-// even if the client went away), so they need a bound of their own.
-const finishTimeout = 5 * time.Second
+// claimRecoveryTimeout bounds the release that follows a failed claim
+// (recoverClaim). It runs detached from the invocation's cancellation, since
+// a claim that timed out may well have committed; the client is waiting for
+// its 503 meanwhile, so the bound is short.
+const claimRecoveryTimeout = 2 * time.Second
+
+// Pauses between the attempts of a Complete or Release that failed
+// (finish): from the first pause, doubling up to the longest.
+const (
+	firstRetryPause   = 50 * time.Millisecond
+	longestRetryPause = time.Second
+)
 
 // Wrap returns a handler that behaves like h and makes its protected
 // requests idempotent (see the package documentation for the whole
@@ -86,6 +94,9 @@ func serve[Req apigw.AnyRequest, Resp apigw.AnyResponse](ctx context.Context, d 
 	}
 	obs.key = key
 
+	if p, ok := d.checkBodySize(view); !ok {
+		return refuse(OutcomeTooLarge, p)
+	}
 	hash, err := Fingerprint(view)
 	if err != nil {
 		return refuse(OutcomeRejected, problem.New(http.StatusBadRequest, problem.CodeValidation,
@@ -102,11 +113,7 @@ func serve[Req apigw.AnyRequest, Resp apigw.AnyResponse](ctx context.Context, d 
 		LeaseUntil:  leaseUntil(ctx, now, d.cfg.LeaseMargin, d.cfg.MaxLease),
 		ExpiresAt:   now.Add(d.cfg.TTL),
 	}
-	var res ClaimResult
-	err = obs.timed("claim", func() (err error) {
-		res, err = d.cfg.Store.Claim(ctx, claim)
-		return err
-	})
+	res, err := d.claim(ctx, claim, obs)
 	if err != nil {
 		obs.err = err
 		return refuse(OutcomeStoreError, storeUnavailable())
@@ -193,35 +200,119 @@ func Storable(status int) bool {
 	return status >= 200 && status < 500
 }
 
-// complete stores the response. On ErrLeaseLost nothing is stored (another
-// invocation owns the key now); on a store failure the record is left in
-// progress until its lease runs out rather than released, since the work
-// is done and a release would invite an immediate second run.
-func (d *decorator) complete(ctx context.Context, ref Ref, resp apigw.Response, obs *observation) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
-	defer cancel()
-	now := d.cfg.Clock()
-	c := Completion{
-		Ref:       ref,
-		Response:  d.stored(resp),
-		Now:       now,
-		ExpiresAt: now.Add(d.cfg.TTL),
+// checkBodySize refuses a body larger than Config.MaxBodyBytes, before it is
+// fingerprinted or anything is stored.
+func (d *decorator) checkBodySize(view apigw.Request) (problem.Details, bool) {
+	if len(view.Body) <= d.cfg.MaxBodyBytes {
+		return problem.Details{}, true
 	}
-	err := obs.timed("complete", func() error { return d.cfg.Store.Complete(ctx, c) })
-	obs.outcome = finishOutcome(err, OutcomeCompleted)
-	if err != nil {
-		obs.err = err
+	return problem.New(http.StatusRequestEntityTooLarge, problem.CodePayloadTooLarge,
+		fmt.Sprintf("The request body is larger than the %d bytes this endpoint accepts.", d.cfg.MaxBodyBytes)), false
+}
+
+// claim claims the record, and recovers from a claim whose reply was lost
+// (recoverClaim).
+func (d *decorator) claim(ctx context.Context, c Claim, obs *observation) (ClaimResult, error) {
+	var res ClaimResult
+	err := obs.timed("claim", func() (err error) {
+		res, err = d.cfg.Store.Claim(ctx, c)
+		return err
+	})
+	if err == nil {
+		return res, nil
+	}
+	return d.recoverClaim(ctx, c, err, obs)
+}
+
+// recoverClaim handles a failed claim. A claim can commit and still fail on
+// its way back (a timeout, a reset connection); left alone, that record
+// would lock the key for the whole lease although no handler ever ran, and
+// every retry would get 409. So the claim is tried once more with the same
+// owner token, which the Store counts as claimed when the first attempt had
+// committed; if that fails too, the record is released with the same token.
+// Both are safe: the handler has not run, and the owner token fences off any
+// record another invocation holds. The release runs even after the
+// invocation's context is done, bounded by claimRecoveryTimeout.
+func (d *decorator) recoverClaim(ctx context.Context, c Claim, first error, obs *observation) (ClaimResult, error) {
+	if ctx.Err() == nil {
+		var res ClaimResult
+		err := obs.timed("claim", func() (err error) {
+			res, err = d.cfg.Store.Claim(ctx, c)
+			return err
+		})
+		if err == nil {
+			obs.err = fmt.Errorf("claim recovered after a failed attempt: %w", first)
+			return res, nil
+		}
+		first = errors.Join(first, err)
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimRecoveryTimeout)
+	defer cancel()
+	err := obs.timed("release", func() error { return d.cfg.Store.Release(rctx, c.Ref) })
+	switch {
+	case err == nil:
+		return ClaimResult{}, fmt.Errorf("%w (the claim had committed and was released)", first)
+	case errors.Is(err, ErrLeaseLost):
+		return ClaimResult{}, first // nothing of ours was stored
+	default:
+		return ClaimResult{}, errors.Join(first, fmt.Errorf("release after the failed claim: %w", err))
 	}
 }
 
-// release deletes the claimed record so that the client's retry runs again.
+// complete stores the response. On ErrLeaseLost nothing is stored (another
+// invocation owns the key now). A failing store is retried within
+// Config.FinishTimeout (finish); when it keeps failing, the record is left
+// in progress until its lease runs out rather than released, since the
+// work is done and a release would invite an immediate second run.
+func (d *decorator) complete(ctx context.Context, ref Ref, resp apigw.Response, obs *observation) {
+	stored := d.stored(resp)
+	err := d.finish(ctx, "complete", obs, func(ctx context.Context) error {
+		now := d.cfg.Clock()
+		return d.cfg.Store.Complete(ctx, Completion{Ref: ref, Response: stored, Now: now, ExpiresAt: now.Add(d.cfg.TTL)})
+	})
+	obs.outcome = finishOutcome(err, OutcomeCompleted)
+	if err != nil {
+		obs.err = errors.Join(obs.err, err)
+	}
+}
+
+// release deletes the claimed record so that the client's retry runs again,
+// retried like complete.
 func (d *decorator) release(ctx context.Context, ref Ref, obs *observation) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
-	defer cancel()
-	err := obs.timed("release", func() error { return d.cfg.Store.Release(ctx, ref) })
+	err := d.finish(ctx, "release", obs, func(ctx context.Context) error { return d.cfg.Store.Release(ctx, ref) })
 	obs.outcome = finishOutcome(err, OutcomeReleased)
 	if err != nil {
 		obs.err = errors.Join(obs.err, err)
+	}
+}
+
+// finish makes a Complete or Release call until it succeeds, returns
+// ErrLeaseLost, or Config.FinishTimeout has passed, pausing longer after
+// each failure. It runs detached from the invocation's cancellation: the
+// work is done and must be recorded even if the client went away. A call
+// whose reply was lost after it committed is answered ErrLeaseLost when
+// repeated (the record is no longer in progress), which is logged as such.
+func (d *decorator) finish(ctx context.Context, op string, obs *observation, call func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.FinishTimeout)
+	defer cancel()
+	pause := firstRetryPause
+	for {
+		err := obs.timed(op, func() error { return call(ctx) })
+		if err == nil || errors.Is(err, ErrLeaseLost) {
+			return err
+		}
+		deadline, _ := ctx.Deadline()
+		if time.Until(deadline) <= pause {
+			return err
+		}
+		timer := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return err
+		case <-timer.C:
+		}
+		pause = min(2*pause, longestRetryPause)
 	}
 }
 
@@ -236,7 +327,13 @@ func finishOutcome(err error, ok Outcome) Outcome {
 	}
 }
 
-// stored keeps the parts of resp that a replay gives back.
+// cookieSeparator joins the Set-Cookie values of a stored response. A header
+// value never holds a line break, and cookies cannot be joined with ", "
+// (an Expires attribute holds a comma), so the values split back exactly.
+const cookieSeparator = "\n"
+
+// stored keeps the parts of resp that a replay gives back. Several values
+// of one header are joined with ", ", except Set-Cookie's (cookieSeparator).
 func (d *decorator) stored(resp apigw.Response) StoredResponse {
 	s := StoredResponse{StatusCode: resp.StatusCode, Body: resp.Body, IsBase64Encoded: resp.IsBase64Encoded}
 	for _, name := range d.replayHeaders {
@@ -244,16 +341,27 @@ func (d *decorator) stored(resp apigw.Response) StoredResponse {
 			if s.Headers == nil {
 				s.Headers = map[string]string{}
 			}
-			s.Headers[name] = strings.Join(values, ", ")
+			sep := ", "
+			if name == "Set-Cookie" {
+				sep = cookieSeparator
+			}
+			s.Headers[name] = strings.Join(values, sep)
 		}
 	}
 	return s
 }
 
-// replay rebuilds a stored response, marked as replayed.
+// replay rebuilds a stored response, marked as replayed; every stored
+// cookie is a Set-Cookie value of its own.
 func (d *decorator) replay(s StoredResponse) apigw.Response {
 	h := http.Header{}
 	for name, value := range s.Headers {
+		if http.CanonicalHeaderKey(name) == "Set-Cookie" {
+			for cookie := range strings.SplitSeq(value, cookieSeparator) {
+				h.Add(name, cookie)
+			}
+			continue
+		}
 		h.Set(name, value)
 	}
 	h.Set(ReplayedHeader, "true")
