@@ -84,10 +84,10 @@ var hardeningCases = []behaviourCase{
 		requireProblem(t, resp, http.StatusServiceUnavailable, problem.CodeStoreUnavailable)
 		require.Equal(t, "1", resp.Headers.Get("Retry-After"))
 		require.Zero(t, e.runs.Load())
-		require.EqualValues(t, 1, e.store.releases.Load(), "released with the claim's own owner token")
 		// The retry, a new invocation, is not locked out for the lease.
 		retry := e.do(inv, e.post(`{}`))
 		require.Equal(t, http.StatusCreated, retry.StatusCode, "body: %s", retry.Body)
+		require.EqualValues(t, 1, e.store.releases.Load(), "released with the claim's own owner token")
 		require.Empty(t, retry.Headers.Get(idempotency.ReplayedHeader))
 		require.EqualValues(t, 1, e.runs.Load())
 		require.Equal(t, []string{"store_error", "completed"}, e.outcomes())
