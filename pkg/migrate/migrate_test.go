@@ -22,23 +22,23 @@ func TestUpDownUp(t *testing.T) {
 
 	applied, err := migrate.Up(ctx, db.Pool)
 	require.NoError(t, err)
-	require.Len(t, applied, 4)
-	requireTables(t, db, "idempotency_keys", "tasks")
+	require.Len(t, applied, 5)
+	requireTables(t, db, "idempotency_keys", "task_deletions", "tasks")
 
 	rolledBack, err := migrate.Reset(ctx, db.Pool)
 	require.NoError(t, err)
-	require.Len(t, rolledBack, 4)
+	require.Len(t, rolledBack, 5)
 	requireTables(t, db)
 	require.Zero(t, countJobs(t, db), "down must unschedule the schema's jobs")
 
 	applied, err = migrate.Up(ctx, db.Pool)
 	require.NoError(t, err)
-	require.Len(t, applied, 4)
-	requireTables(t, db, "idempotency_keys", "tasks")
+	require.Len(t, applied, 5)
+	requireTables(t, db, "idempotency_keys", "task_deletions", "tasks")
 
 	v, err := migrate.Version(ctx, db.Pool)
 	require.NoError(t, err)
-	require.EqualValues(t, 4, v)
+	require.EqualValues(t, 5, v)
 
 	again, err := migrate.Up(ctx, db.Pool)
 	require.NoError(t, err)
@@ -63,6 +63,7 @@ func TestKeyStoreIsUnloggedAndTasksAreNot(t *testing.T) {
 	require.Equal(t, "u", persistence["idempotency_keys"])
 	require.Equal(t, "u", persistence["idempotency_keys_expires_at"], "indexes of an UNLOGGED table are unlogged too")
 	require.Equal(t, "p", persistence["tasks"], "tasks must survive a crash")
+	require.Equal(t, "p", persistence["task_deletions"], "what a DELETE deleted must survive a crash")
 }
 
 func TestCronJobsRegistered(t *testing.T) {
@@ -82,6 +83,7 @@ func TestCronJobsRegistered(t *testing.T) {
 	require.Equal(t, []job{
 		{"purge-cron-history-" + db.Schema, "30 3 * * *", "DELETE FROM cron.job_run_details WHERE end_time < now() - interval '7 days'"},
 		{"purge-idempotency-" + db.Schema, "0 * * * *", fmt.Sprintf("CALL %s.purge_expired_idempotency_keys()", db.Schema)},
+		{"purge-task-deletions-" + db.Schema, "45 3 * * *", fmt.Sprintf("DELETE FROM %s.task_deletions WHERE deleted_at < now() - interval '7 days'", db.Schema)},
 	}, jobs)
 }
 
