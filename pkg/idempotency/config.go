@@ -126,9 +126,11 @@ type Config struct {
 	// Lambda authorizer or for subjects that must be mapped to a UUID.
 	UserID UserIDFunc
 
-	// Owner returns the owner token of an invocation's claims. Defaults to
-	// the Lambda request id (lambdacontext.FromContext), else a random
-	// 128-bit hex token per request.
+	// Owner returns the owner token of an invocation's claims. It must be
+	// unique per invocation: completions, releases and the recovery from a
+	// claim whose reply was lost are fenced by it. Defaults to the Lambda
+	// request id (lambdacontext.FromContext), else a random 128-bit hex
+	// token per request.
 	Owner func(ctx context.Context) string
 
 	// Clock returns the current time; every expiry and lease is computed

@@ -296,8 +296,11 @@ func (d *decorator) finish(ctx context.Context, op string, obs *observation, cal
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.FinishTimeout)
 	defer cancel()
 	pause := firstRetryPause
-	for {
+	for attempt := 1; ; attempt++ {
 		err := obs.timed(op, func() error { return call(ctx) })
+		if errors.Is(err, ErrLeaseLost) && attempt > 1 {
+			return fmt.Errorf("%w (after a failed attempt, which may have committed)", err)
+		}
 		if err == nil || errors.Is(err, ErrLeaseLost) {
 			return err
 		}
