@@ -10,6 +10,11 @@
 //			return pgstore.New(pgtest.New(t).Pool, nil)
 //		})
 //	}
+//
+// RunLostClaimReply checks, through a real connection, the recovery from a
+// claim whose reply is lost after the server committed it: the Store's
+// client connects through a ReplyCutter, a loopback proxy that drops that
+// reply and closes the connection.
 package idempotencytest
 
 import (
