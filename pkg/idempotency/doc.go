@@ -38,8 +38,7 @@
 //     A missing header gives 400 "idempotency_key_missing"; anything else
 //     that is not one v4 UUID (empty, another version, two different values,
 //     an HTTP API's comma-joined repeat with different values) gives 400
-//     "idempotency_key_invalid".
-//
+//     "idempotency_key_invalid";
 //   - a body of at most Config.MaxBodyBytes bytes as API Gateway delivers it
 //     (6 MiB by default, the most a Lambda invocation carries; base64 text
 //     counts as sent); otherwise 413 "payload_too_large".
