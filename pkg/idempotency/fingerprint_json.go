@@ -44,7 +44,7 @@ func canonicalJSON(h hash.Hash, body []byte) bool {
 	e := canonicaliser{
 		src:     body,
 		h:       h,
-		stage:   make([]byte, 0, 4096),
+		stage:   make([]byte, 0, min(4096, m.n+8)),
 		out:     make([]byte, 0, m.maxOuter),
 		members: make([]uint32, 0, m.maxOpenMembers),
 		tempCap: m.maxNested,

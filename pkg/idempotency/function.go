@@ -65,6 +65,11 @@ type FunctionConfig[In any] struct {
 	// lease. Defaults to 2s (DefaultLeaseMargin).
 	LeaseMargin time.Duration
 
+	// FinishTimeout bounds completing or releasing a record after the
+	// function returned, retries included (see Config.FinishTimeout).
+	// Defaults to 5s (DefaultFinishTimeout).
+	FinishTimeout time.Duration
+
 	// Owner returns the owner token of a call's claim. Defaults to the
 	// Lambda request id (lambdacontext.FromContext), else a random 128-bit
 	// hex token per call.
@@ -91,15 +96,16 @@ type FunctionConfig[In any] struct {
 // defaults, and build their engine, in one place.
 func (c FunctionConfig[In]) common() Config {
 	return Config{
-		Store:       c.Store,
-		TTL:         c.TTL,
-		MaxLease:    c.MaxLease,
-		LeaseMargin: c.LeaseMargin,
-		Owner:       c.Owner,
-		Clock:       c.Clock,
-		Logger:      c.Logger,
-		Metrics:     c.Metrics,
-		Namespace:   c.Namespace,
+		Store:         c.Store,
+		TTL:           c.TTL,
+		MaxLease:      c.MaxLease,
+		LeaseMargin:   c.LeaseMargin,
+		FinishTimeout: c.FinishTimeout,
+		Owner:         c.Owner,
+		Clock:         c.Clock,
+		Logger:        c.Logger,
+		Metrics:       c.Metrics,
+		Namespace:     c.Namespace,
 	}
 }
 
@@ -107,7 +113,7 @@ func (c FunctionConfig[In]) common() Config {
 // default (Config's).
 func (c FunctionConfig[In]) withDefaults() FunctionConfig[In] {
 	d := c.common().withDefaults()
-	c.TTL, c.MaxLease, c.LeaseMargin = d.TTL, d.MaxLease, d.LeaseMargin
+	c.TTL, c.MaxLease, c.LeaseMargin, c.FinishTimeout = d.TTL, d.MaxLease, d.LeaseMargin, d.FinishTimeout
 	c.Owner, c.Clock, c.Logger, c.Metrics, c.Namespace = d.Owner, d.Clock, d.Logger, d.Metrics, d.Namespace
 	return c
 }
@@ -129,6 +135,9 @@ func (c FunctionConfig[In]) validate() error {
 	}
 	if c.MaxLease < 0 {
 		errs = append(errs, fmt.Errorf("FunctionConfig.MaxLease is %v: use a positive duration, or 0 for the default %v", c.MaxLease, DefaultMaxLease))
+	}
+	if c.FinishTimeout < 0 {
+		errs = append(errs, fmt.Errorf("FunctionConfig.FinishTimeout is %v: use a positive duration, or 0 for the default %v", c.FinishTimeout, DefaultFinishTimeout))
 	}
 	if c.LeaseMargin < 0 {
 		errs = append(errs, fmt.Errorf("FunctionConfig.LeaseMargin is %v: use a positive duration, or 0 for the default %v", c.LeaseMargin, DefaultLeaseMargin))

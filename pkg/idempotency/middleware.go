@@ -13,10 +13,6 @@ import (
 	"github.com/ichido/ichido/pkg/problem"
 )
 
-// DefaultMaxRequestBytes bounds the body of a request that Middleware
-// protects: Lambda's own limit on a synchronous request payload.
-const DefaultMaxRequestBytes = 6 << 20
-
 // Middleware returns net/http middleware that gives the handler it wraps
 // exactly the HTTP contract of Wrap (see the package documentation): the
 // same protected methods, the same Idempotency-Key rules, the same
@@ -35,8 +31,8 @@ const DefaultMaxRequestBytes = 6 << 20
 //     r.Context(); the apigw.Request it gets has no Claims). ContextUserID
 //     adapts a plain context reader.
 //   - The request body is read whole before the handler runs, at most
-//     DefaultMaxRequestBytes; a larger one is refused with 413
-//     payload_too_large before the store is consulted.
+//     Config.MaxBodyBytes (and no more is read); a larger one is refused
+//     with 413 payload_too_large before the store is consulted.
 //
 // Responses of protected requests are buffered: the handler's writes,
 // flushes included (http.Flusher is a no-op here, and the writer does not
@@ -64,9 +60,11 @@ func Middleware(cfg Config) (func(http.Handler) http.Handler, error) {
 				next.ServeHTTP(w, r)
 				return
 			}
-			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, DefaultMaxRequestBytes))
+			// One byte past the limit is enough for the decorator to refuse
+			// the body with 413, after the user and key checks, as Wrap does.
+			body, err := io.ReadAll(io.LimitReader(r.Body, int64(d.cfg.MaxBodyBytes)+1))
 			if err != nil {
-				writeResponse(w, apigw.Problem(tooLargeOrUnreadable(err)))
+				writeResponse(w, apigw.Problem(problem.New(http.StatusBadRequest, problem.CodeValidation, "The request body could not be read.")))
 				return
 			}
 			buf := &responseBuffer{header: http.Header{}}
@@ -168,14 +166,4 @@ func writeResponse(w http.ResponseWriter, resp apigw.Response) {
 	}
 	w.WriteHeader(resp.StatusCode)
 	_, _ = w.Write(body) // the client went away; nothing to be done
-}
-
-// tooLargeOrUnreadable is the refusal of a body that could not be read.
-func tooLargeOrUnreadable(err error) problem.Details {
-	var tooLarge *http.MaxBytesError
-	if errors.As(err, &tooLarge) {
-		return problem.New(http.StatusRequestEntityTooLarge, problem.CodePayloadTooLarge,
-			"The request body is larger than this endpoint accepts.")
-	}
-	return problem.New(http.StatusBadRequest, problem.CodeValidation, "The request body could not be read.")
 }

@@ -13,11 +13,6 @@ import (
 	"github.com/ichido/ichido/pkg/problem"
 )
 
-// finishTimeout bounds Complete and Release. They run on a context detached
-// from the invocation's cancellation (the work is done and must be recorded
-// even if the client went away), so they need a bound of their own.
-const finishTimeout = 5 * time.Second
-
 // Wrap returns a handler that behaves like h and makes its protected
 // requests idempotent (see the package documentation for the whole
 // contract). Req and Resp are one of the pairs
@@ -115,6 +110,9 @@ func (d *decorator) serve(ctx context.Context, view apigw.Request, run func(ctx 
 	}
 	obs.key = key
 
+	if p, ok := d.checkBodySize(view); !ok {
+		return refuse(OutcomeTooLarge, p)
+	}
 	hash, err := Fingerprint(view)
 	if err != nil {
 		return refuse(OutcomeRejected, problem.New(http.StatusBadRequest, problem.CodeValidation,
@@ -172,6 +170,16 @@ func Storable(status int) bool {
 	return status >= 200 && status < 500
 }
 
+// checkBodySize refuses a body larger than Config.MaxBodyBytes, before it is
+// fingerprinted or anything is stored.
+func (d *decorator) checkBodySize(view apigw.Request) (problem.Details, bool) {
+	if len(view.Body) <= d.cfg.MaxBodyBytes {
+		return problem.Details{}, true
+	}
+	return problem.New(http.StatusRequestEntityTooLarge, problem.CodePayloadTooLarge,
+		fmt.Sprintf("The request body is larger than the %d bytes this endpoint accepts.", d.cfg.MaxBodyBytes)), false
+}
+
 func finishOutcome(err error, ok Outcome) Outcome {
 	switch {
 	case err == nil:
@@ -183,7 +191,13 @@ func finishOutcome(err error, ok Outcome) Outcome {
 	}
 }
 
-// stored keeps the parts of resp that a replay gives back.
+// cookieSeparator joins the Set-Cookie values of a stored response. A header
+// value never holds a line break, and cookies cannot be joined with ", "
+// (an Expires attribute holds a comma), so the values split back exactly.
+const cookieSeparator = "\n"
+
+// stored keeps the parts of resp that a replay gives back. Several values
+// of one header are joined with ", ", except Set-Cookie's (cookieSeparator).
 func (d *decorator) stored(resp apigw.Response) StoredResponse {
 	s := StoredResponse{StatusCode: resp.StatusCode, Body: resp.Body, IsBase64Encoded: resp.IsBase64Encoded}
 	for _, name := range d.replayHeaders {
@@ -191,16 +205,27 @@ func (d *decorator) stored(resp apigw.Response) StoredResponse {
 			if s.Headers == nil {
 				s.Headers = map[string]string{}
 			}
-			s.Headers[name] = strings.Join(values, ", ")
+			sep := ", "
+			if name == "Set-Cookie" {
+				sep = cookieSeparator
+			}
+			s.Headers[name] = strings.Join(values, sep)
 		}
 	}
 	return s
 }
 
-// replay rebuilds a stored response, marked as replayed.
+// replay rebuilds a stored response, marked as replayed; every stored
+// cookie is a Set-Cookie value of its own.
 func (d *decorator) replay(s StoredResponse) apigw.Response {
 	h := http.Header{}
 	for name, value := range s.Headers {
+		if http.CanonicalHeaderKey(name) == "Set-Cookie" {
+			for cookie := range strings.SplitSeq(value, cookieSeparator) {
+				h.Add(name, cookie)
+			}
+			continue
+		}
 		h.Set(name, value)
 	}
 	h.Set(ReplayedHeader, "true")

@@ -22,19 +22,19 @@ func TestUpDownUp(t *testing.T) {
 
 	applied, err := migrate.Up(ctx, db.Pool)
 	require.NoError(t, err)
-	require.Len(t, applied, 5)
-	requireTables(t, db, "idempotency_keys", "task_activity", "tasks")
+	require.Len(t, applied, 6)
+	requireTables(t, db, "idempotency_keys", "task_activity", "task_deletions", "tasks")
 
 	rolledBack, err := migrate.Reset(ctx, db.Pool)
 	require.NoError(t, err)
-	require.Len(t, rolledBack, 5)
+	require.Len(t, rolledBack, 6)
 	requireTables(t, db)
 	require.Zero(t, countJobs(t, db), "down must unschedule the schema's jobs")
 
 	applied, err = migrate.Up(ctx, db.Pool)
 	require.NoError(t, err)
-	require.Len(t, applied, 5)
-	requireTables(t, db, "idempotency_keys", "task_activity", "tasks")
+	require.Len(t, applied, 6)
+	requireTables(t, db, "idempotency_keys", "task_activity", "task_deletions", "tasks")
 
 	v, err := migrate.Version(ctx, db.Pool)
 	require.NoError(t, err)
@@ -64,6 +64,7 @@ func TestKeyStoreIsUnloggedAndTasksAreNot(t *testing.T) {
 	require.Equal(t, "u", persistence["idempotency_keys_expires_at"], "indexes of an UNLOGGED table are unlogged too")
 	require.Equal(t, "p", persistence["tasks"], "tasks must survive a crash")
 	require.Equal(t, "p", persistence["task_activity"], "activity entries must survive a crash")
+	require.Equal(t, "p", persistence["task_deletions"], "what a DELETE deleted must survive a crash")
 }
 
 func TestCronJobsRegistered(t *testing.T) {
@@ -83,6 +84,7 @@ func TestCronJobsRegistered(t *testing.T) {
 	require.Equal(t, []job{
 		{"purge-cron-history-" + db.Schema, "30 3 * * *", "DELETE FROM cron.job_run_details WHERE end_time < now() - interval '7 days'"},
 		{"purge-idempotency-" + db.Schema, "0 * * * *", fmt.Sprintf("CALL %s.purge_expired_idempotency_keys()", db.Schema)},
+		{"purge-task-deletions-" + db.Schema, "45 3 * * *", fmt.Sprintf("DELETE FROM %s.task_deletions WHERE deleted_at < now() - interval '7 days'", db.Schema)},
 	}, jobs)
 }
 

@@ -42,7 +42,7 @@ func runPayload(t *testing.T, p payload, newStore func(t *testing.T) idempotency
 	t.Run(p.name, func(t *testing.T) {
 		t.Parallel()
 		store := newStore(t)
-		for _, c := range cases {
+		for _, c := range append(cases, hardeningCases...) {
 			if p.skip[c.name] {
 				continue
 			}
@@ -641,7 +641,7 @@ var cases = []behaviourCase{
 	}},
 	{"a failing store on complete returns the response and keeps the key until its lease ends", func(t *testing.T, e *env) {
 		e.store.failComplete.Store(true)
-		inv := e.wrap(e.respond(http.StatusCreated))
+		inv := e.wrap(e.respond(http.StatusCreated), func(c *idempotency.Config) { c.FinishTimeout = 300 * time.Millisecond })
 		first := e.do(inv, e.post(`{}`))
 		require.Equal(t, http.StatusCreated, first.StatusCode)
 		require.Equal(t, []string{"store_error"}, e.outcomes())
@@ -655,7 +655,7 @@ var cases = []behaviourCase{
 	}},
 	{"a failing store on release returns the handler's response", func(t *testing.T, e *env) {
 		e.store.failRelease.Store(true)
-		inv := e.wrap(e.respond(http.StatusInternalServerError))
+		inv := e.wrap(e.respond(http.StatusInternalServerError), func(c *idempotency.Config) { c.FinishTimeout = 300 * time.Millisecond })
 		require.Equal(t, http.StatusInternalServerError, e.do(inv, e.post(`{}`)).StatusCode)
 		require.Equal(t, []string{"store_error"}, e.outcomes())
 	}},

@@ -10,6 +10,11 @@
 //			return pgstore.New(pgtest.New(t).Pool, nil)
 //		})
 //	}
+//
+// RunLostClaimReply checks, through a real connection, the recovery from a
+// claim whose reply is lost after the server committed it: the Store's
+// client connects through a ReplyCutter, a loopback proxy that drops that
+// reply and closes the connection.
 package idempotencytest
 
 import (
@@ -40,6 +45,12 @@ type faultyStore struct {
 	inner                                idempotency.Store
 	claims, completes, releases          atomic.Int32
 	failClaim, failComplete, failRelease atomic.Bool
+	// lostClaimReplies is how many of the next claims reach the inner Store
+	// (and commit there) but answer with a failure, as when the reply is
+	// lost on the way back.
+	lostClaimReplies atomic.Int32
+	// failCompletes is how many of the next completions fail.
+	failCompletes atomic.Int32
 }
 
 func (s *faultyStore) Claim(ctx context.Context, c idempotency.Claim) (idempotency.ClaimResult, error) {
@@ -47,12 +58,16 @@ func (s *faultyStore) Claim(ctx context.Context, c idempotency.Claim) (idempoten
 	if s.failClaim.Load() {
 		return idempotency.ClaimResult{}, &idempotency.StoreError{Op: "claim", Err: errInjected}
 	}
-	return s.inner.Claim(ctx, c)
+	res, err := s.inner.Claim(ctx, c)
+	if err == nil && s.lostClaimReplies.Add(-1) >= 0 {
+		return idempotency.ClaimResult{}, &idempotency.StoreError{Op: "claim", Err: errInjected}
+	}
+	return res, err
 }
 
 func (s *faultyStore) Complete(ctx context.Context, c idempotency.Completion) error {
 	s.completes.Add(1)
-	if s.failComplete.Load() {
+	if s.failComplete.Load() || s.failCompletes.Add(-1) >= 0 {
 		return &idempotency.StoreError{Op: "complete", Err: errInjected}
 	}
 	return s.inner.Complete(ctx, c)

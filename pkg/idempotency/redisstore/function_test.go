@@ -21,15 +21,6 @@ func TestFunctionBehaviour(t *testing.T) {
 	})
 }
 
-// TestHTTPBehaviour runs the HTTP behaviour table (both API Gateway
-// payloads and the net/http middleware) on the Redis store.
-func TestHTTPBehaviour(t *testing.T) {
-	t.Parallel()
-	idempotencytest.RunHTTPBehaviour(t, func(t *testing.T) idempotency.Store {
-		return redisstore.New(redistest.NewClient(t), nil)
-	})
-}
-
 // storeAt is a store on its own client at url, as one more process would
 // have.
 func storeAt(t *testing.T, url string) idempotency.Store {
