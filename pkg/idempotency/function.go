@@ -2,6 +2,7 @@ package idempotency
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -70,9 +71,13 @@ type FunctionConfig[In any] struct {
 	// Defaults to 5s (DefaultFinishTimeout).
 	FinishTimeout time.Duration
 
-	// Owner returns the owner token of a call's claim. Defaults to the
-	// Lambda request id (lambdacontext.FromContext), else a random 128-bit
-	// hex token per call.
+	// Owner returns the owner token of a call's claim. It must be unique
+	// per call: one invocation may call the function many times (an SQS
+	// batch does, once per record), and a call must never count as the
+	// owner of a record another call of the same invocation left in
+	// progress. Defaults to the Lambda request id (lambdacontext.FromContext)
+	// followed by "/" and a random 64-bit hex suffix per call, else a random
+	// 128-bit hex token per call.
 	Owner func(ctx context.Context) string
 
 	// Clock returns the current time; every expiry and lease is computed
@@ -112,6 +117,9 @@ func (c FunctionConfig[In]) common() Config {
 // withDefaults returns a copy of c with every zero field but Key set to its
 // default (Config's).
 func (c FunctionConfig[In]) withDefaults() FunctionConfig[In] {
+	if c.Owner == nil {
+		c.Owner = callOwner
+	}
 	d := c.common().withDefaults()
 	c.TTL, c.MaxLease, c.LeaseMargin, c.FinishTimeout = d.TTL, d.MaxLease, d.LeaseMargin, d.FinishTimeout
 	c.Owner, c.Clock, c.Logger, c.Metrics, c.Namespace = d.Owner, d.Clock, d.Logger, d.Metrics, d.Namespace
@@ -290,6 +298,14 @@ func resultResponse(out any) (StoredResponse, error) {
 		Headers:    map[string]string{"Content-Type": "application/json"},
 		Body:       string(body),
 	}, nil
+}
+
+// callOwner is the default owner token of a function call: the
+// invocation's (defaultOwner), made unique per call.
+func callOwner(ctx context.Context) string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return defaultOwner(ctx) + "/" + hex.EncodeToString(b[:])
 }
 
 // Version strings of the derived identifiers; a change of framing changes

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
@@ -164,6 +165,9 @@ func (e *funcEnv) batchHandler(fail func(m events.SQSMessage) error, mods ...fun
 	return h
 }
 
+// quickFinish bounds the retries of a completion that keeps failing.
+func quickFinish(c *idempotency.FunctionConfig[order]) { c.FinishTimeout = 200 * time.Millisecond }
+
 type functionCase struct {
 	name string
 	run  func(t *testing.T, e *funcEnv)
@@ -268,7 +272,7 @@ var functionCases = []functionCase{
 		require.EqualValues(t, 1, e.runsOf(o.ID))
 	}},
 	{"a failing completion returns the result and keeps the key until its lease ends", func(t *testing.T, e *funcEnv) {
-		f := e.newOrder(nil)
+		f := e.newOrder(nil, quickFinish)
 		e.store.failComplete.Store(true)
 		o := order{ID: uuid.NewString()}
 		r, err := f(context.Background(), o)
@@ -281,6 +285,20 @@ var functionCases = []functionCase{
 		r, err = f(context.Background(), o)
 		require.NoError(t, err)
 		require.EqualValues(t, 2, r.Run)
+	}},
+	{"a repeat in the same Lambda invocation after a failed completion does not run again", func(t *testing.T, e *funcEnv) {
+		f := e.newOrder(nil, quickFinish)
+		ctx := lambdacontext.NewContext(context.Background(), &lambdacontext.LambdaContext{AwsRequestID: uuid.NewString()})
+		o := order{ID: uuid.NewString()}
+		e.store.failComplete.Store(true)
+		_, err := f(ctx, o)
+		require.NoError(t, err)
+		e.store.failComplete.Store(false)
+		// The same invocation (one SQS batch holding the event twice) meets
+		// the record it left in progress: another call's, not its own.
+		_, err = f(ctx, o)
+		require.ErrorIs(t, err, idempotency.ErrInProgress)
+		require.EqualValues(t, 1, e.runsOf(o.ID))
 	}},
 	{"the caller's deadline bounds the lease", func(t *testing.T, e *funcEnv) {
 		var during []error
