@@ -11,11 +11,14 @@ LOCAL     := $(CURDIR)/.local
 include $(sort $(wildcard mk/*.mk))
 
 .PHONY: help
+# Targets whose description starts with "(internal)" are left out; colour
+# only when the output is a terminal.
 help: ## Show this help
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_%-]+:.*## / {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST) | sort
+	@if [ -t 1 ]; then on='\033[36m'; off='\033[0m'; else on=; off=; fi; \
+	  awk -v on="$$on" -v off="$$off" 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_%-]+:.*## / && $$2 !~ /^\(internal\)/ {printf "  %s%-18s%s %s\n", on, $$1, off, $$2}' $(MAKEFILE_LIST) | sort
 
 .PHONY: deps
-deps: ## Install what the tests and local runs need (apt when root)
+deps: ## Install what the tests and local runs need (apt when root; pip for cfn-lint)
 	@bash scripts/install-deps.sh
 
 .PHONY: db-start

@@ -24,20 +24,26 @@ import (
 // server is the command running in the test, on a free loopback port.
 type server struct {
 	base      string
+	db        *pgtest.DB // the schema the server uses
 	accessLog *capture.Buffer
 	stdout    *capture.Buffer
 	stop      func() error
 }
 
 // startServer runs the command as `make run` does, with DATABASE_URL set
-// to a schema of the test's own, and waits for its ready line.
-func startServer(t *testing.T) *server {
+// to a schema of the test's own and the extra NAME=value variables, and
+// waits for its ready line.
+func startServer(t *testing.T, extraEnv ...string) *server {
 	t.Helper()
 	db := pgtest.New(t)
 	env := map[string]string{"DATABASE_URL": db.URL, "LOG_LEVEL": "error"}
+	for _, kv := range extraEnv {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	outR, outW := io.Pipe()
-	s := &server{accessLog: &capture.Buffer{}, stdout: &capture.Buffer{}}
+	s := &server{db: db, accessLog: &capture.Buffer{}, stdout: &capture.Buffer{}}
 	done := make(chan error, 1)
 	go func() {
 		err := run(ctx, []string{"-addr", "127.0.0.1:0", "-template", filepath.Join("..", "..", "template.yaml")},
@@ -287,6 +293,19 @@ func TestRefusesPublicAddress(t *testing.T) {
 		err := run(context.Background(), []string{"-addr", addr}, func(string) string { return "" }, io.Discard, io.Discard)
 		require.ErrorIs(t, err, localapi.ErrNotLoopback, addr)
 	}
+}
+
+// TestAddrInUse: a port another process holds is refused at once, before
+// any database is started, with the way to choose another port.
+func TestAddrInUse(t *testing.T) {
+	t.Parallel()
+	ln, err := localapi.Listen(context.Background(), "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	err = run(context.Background(), []string{"-addr", ln.Addr().String()}, func(string) string { return "" }, io.Discard, io.Discard)
+	require.ErrorIs(t, err, localapi.ErrAddrInUse)
+	require.ErrorContains(t, err, ln.Addr().String())
+	require.ErrorContains(t, err, "make run PORT=")
 }
 
 func TestTemplateCORS(t *testing.T) {

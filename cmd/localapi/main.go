@@ -6,7 +6,9 @@
 //
 //	localapi [-addr 127.0.0.1:3000] [-template template.yaml] [-migrate=true]
 //
-// Without DATABASE_URL in its environment it starts the project's private
+// It takes its port before anything else, so that an address another
+// process holds fails at once, with the way to choose another port
+// (make run PORT=8081). Without DATABASE_URL in its environment it starts the project's private
 // PostgreSQL (with pg_cron) under .local/, installing the server through
 // apt first when it is missing and the command runs as root. With
 // DATABASE_URL it uses that database. Either way it applies the migrations
@@ -23,6 +25,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -73,10 +76,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	// Refuse a public address before starting anything.
-	if err := localapi.CheckLoopback(*addr); err != nil {
+	// Refuse a public address, and take the port, before starting anything.
+	ln, err := localapi.Listen(ctx, *addr)
+	if errors.Is(err, localapi.ErrAddrInUse) {
+		return fmt.Errorf("%w; another process (another make run?) listens there: choose another port with make run PORT=8081, or localapi -addr 127.0.0.1:8081", err)
+	}
+	if err != nil {
 		return err
 	}
+	defer ln.Close()
 
 	tpl, err := samtemplate.Load(*templatePath)
 	if err != nil {
@@ -120,10 +128,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 
-	ln, err := localapi.Listen(ctx, *addr)
-	if err != nil {
-		return err
-	}
 	srv := &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()

@@ -5,9 +5,12 @@
 // reads tokens without verifying them, and API Gateway would refuse this
 // one. It is what `make token SUB=<uuid>` runs.
 //
-//	token [-sub <uuid>] [-ttl 12h]
+//	token [-sub <uuid>] [-ttl 12h] [-expired]
 //
 // Without -sub a new random user id is made and printed on standard error.
+// With -expired the token was issued -ttl and a minute ago, so it expired a
+// minute ago: the local gateway, like API Gateway's JWT authorizer, answers
+// it with 401 {"message":"Unauthorized"} (`make token EXPIRED=1`).
 package main
 
 import (
@@ -34,6 +37,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	sub := fs.String("sub", "", "the user's id (a UUID, as Cognito's sub is); a random one when empty")
 	ttl := fs.Duration("ttl", 12*time.Hour, "how long the token is valid")
+	expired := fs.Bool("expired", false, "make a token that expired a minute ago, to try the gateway's 401")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -41,7 +45,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	if *ttl <= 0 {
-		return fmt.Errorf("-ttl must be positive, got %s", *ttl)
+		return fmt.Errorf("-ttl must be positive, got %s (-expired makes an expired token)", *ttl)
 	}
 	if *sub == "" {
 		*sub = uuid.NewString()
@@ -50,7 +54,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 		// Allowed, to try what the API does with it: it answers 401.
 		fmt.Fprintf(stderr, "token: warning: sub %q is not a UUID; the task API refuses such a user with 401\n", *sub)
 	}
-	tok, err := localapi.NewToken(localapi.TokenOptions{Subject: *sub, TTL: *ttl})
+	opts := localapi.TokenOptions{Subject: *sub, TTL: *ttl}
+	if *expired {
+		opts.Now = time.Now().Add(-*ttl - time.Minute)
+	}
+	tok, err := localapi.NewToken(opts)
 	if err != nil {
 		return err
 	}

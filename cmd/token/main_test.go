@@ -38,6 +38,28 @@ func TestToken(t *testing.T) {
 	stderr.Reset()
 	require.NoError(t, run([]string{"-sub", "alice"}, &stdout, &stderr))
 	require.Contains(t, stderr.String(), "not a UUID")
-	require.Error(t, run([]string{"-ttl", "-1h"}, &stdout, &stderr))
+	err = run([]string{"-ttl", "-1h"}, &stdout, &stderr)
+	require.ErrorContains(t, err, "-expired", "a negative -ttl points at -expired")
+
 	require.Error(t, run([]string{"extra"}, &stdout, &stderr))
+}
+
+// TestExpiredToken: -expired makes a token that the local gateway's JWT
+// authorizer refuses as expired, while the same token without -expired is
+// accepted.
+func TestExpiredToken(t *testing.T) {
+	t.Parallel()
+	sub := uuid.NewString()
+	var stdout, stderr bytes.Buffer
+	require.NoError(t, run([]string{"-sub", sub, "-expired"}, &stdout, &stderr))
+	tok := strings.TrimSpace(stdout.String())
+	_, err := localapi.Authorize("Bearer "+tok, time.Now())
+	require.ErrorIs(t, err, localapi.ErrTokenExpired)
+	_, err = localapi.Authorize("Bearer "+tok, time.Now().Add(-2*time.Minute))
+	require.NoError(t, err, "it was valid until a minute ago")
+
+	stdout.Reset()
+	require.NoError(t, run([]string{"-sub", sub, "-expired", "-ttl", "5m"}, &stdout, &stderr))
+	_, err = localapi.Authorize("Bearer "+strings.TrimSpace(stdout.String()), time.Now())
+	require.ErrorIs(t, err, localapi.ErrTokenExpired)
 }

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -680,4 +681,15 @@ func TestCheckLoopback(t *testing.T) {
 	require.NoError(t, err)
 	defer ln.Close()
 	require.Contains(t, ln.Addr().String(), "127.0.0.1:")
+}
+
+func TestListenAddrInUse(t *testing.T) {
+	t.Parallel()
+	ln, err := localapi.Listen(context.Background(), "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	_, err = localapi.Listen(context.Background(), ln.Addr().String())
+	require.ErrorIs(t, err, localapi.ErrAddrInUse)
+	require.ErrorIs(t, err, syscall.EADDRINUSE)
+	require.ErrorContains(t, err, ln.Addr().String())
 }
