@@ -18,7 +18,7 @@ help: ## Show this help
 	  awk -v on="$$on" -v off="$$off" 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_%-]+:.*## / && $$2 !~ /^\(internal\)/ {printf "  %s%-18s%s %s\n", on, $$1, off, $$2}' $(MAKEFILE_LIST) | sort
 
 .PHONY: deps
-deps: ## Install what the tests and local runs need (apt when root)
+deps: ## Install what the tests and local runs need (apt when root; pip for cfn-lint)
 	@bash scripts/install-deps.sh
 
 .PHONY: db-start

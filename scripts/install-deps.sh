@@ -1,8 +1,53 @@
 #!/usr/bin/env bash
 # Installs what the tests and local runs need on Debian or Ubuntu: the
 # PostgreSQL 15 server with pg_cron, Redis, and pgbouncer (the local stand-in
-# for RDS Proxy). As root it uses apt; otherwise it names what to install.
+# for RDS Proxy), and AWS's template tools (cfn-lint and the SAM translator,
+# from pip). As root it uses apt; otherwise it names what to install.
 set -euo pipefail
+
+root="$(cd "$(dirname "$0")/.." && pwd)"
+
+# cfn-lint and aws-sam-translator (the samtranslator library behind the
+# AWS::Serverless transform) check template.yaml in `make test`. They come
+# from PyPI: into the Python on PATH when pip may install there, else into a
+# virtual environment under .local/pytools, which the tests look in first.
+# When PyPI cannot be reached this says so and goes on: the template tests
+# then fail with the command to run.
+python_tools() {
+  local want=("cfn-lint>=1.51" "aws-sam-translator>=1.110")
+  local venv="$root/.local/pytools"
+  local check='import cfnlint.runner, samtranslator.translator.translator'
+  if [ -x "$venv/bin/python3" ] && "$venv/bin/python3" -c "$check" 2>/dev/null; then
+    return 0
+  fi
+  if command -v python3 >/dev/null 2>&1 && python3 -c "$check" 2>/dev/null; then
+    return 0
+  fi
+  if ! command -v python3 >/dev/null 2>&1; then
+    if [ "$(id -u)" -eq 0 ]; then
+      apt-get update -qq && apt-get install -y -qq --no-install-recommends python3 python3-venv python3-pip >/dev/null
+    else
+      echo "python3 is missing: sudo apt-get install python3 python3-venv python3-pip" >&2
+      return 0
+    fi
+  fi
+  echo "installing ${want[*]} with pip ..." >&2
+  if python3 -m pip install -q --retries 1 "${want[@]}" 2>/dev/null; then
+    return 0
+  fi
+  # Debian's own Python refuses pip installs (PEP 668): use a venv.
+  if [ "$(id -u)" -eq 0 ] && ! python3 -c 'import ensurepip' 2>/dev/null; then
+    apt-get update -qq && apt-get install -y -qq --no-install-recommends python3-venv >/dev/null || true
+  fi
+  mkdir -p "$root/.local"
+  if python3 -m venv "$venv" && "$venv/bin/python3" -m pip install -q --retries 1 "${want[@]}"; then
+    return 0
+  fi
+  rm -rf "$venv"
+  echo "could not install ${want[*]} (is PyPI reachable?);" >&2
+  echo "install them with: python3 -m pip install 'cfn-lint>=1.51' 'aws-sam-translator>=1.110'" >&2
+}
+python_tools
 
 need=()
 [ -x /usr/lib/postgresql/15/bin/initdb ] || need+=(postgresql-15)

@@ -1,6 +1,7 @@
 package dbpool
 
 import (
+	"context"
 	"crypto/x509"
 	"strconv"
 	"strings"
@@ -15,9 +16,10 @@ import (
 type Auth string
 
 const (
-	// AuthIAM connects to the RDS Proxy endpoint with an IAM auth token as
-	// the password, over TLS with full certificate verification. Deployed
-	// functions use it.
+	// AuthIAM connects to an RDS Proxy endpoint, or straight to an Aurora
+	// cluster's writer endpoint, with an IAM auth token as the password,
+	// over TLS with full certificate verification (against the CAs that
+	// Config.CA names). Deployed functions use it.
 	AuthIAM Auth = "iam"
 	// AuthURL connects with a PostgreSQL URL as it stands (password or trust
 	// authentication, TLS as the URL says). Local runs and tests use it.
@@ -62,19 +64,20 @@ type Config struct {
 	// mode and must be empty in iam mode.
 	URL string
 
-	// Host is the RDS Proxy default (read/write) endpoint in iam mode
-	// (DB_HOST): a bare host name, also used as the TLS server name.
-	// Required in iam mode.
+	// Host is the writer endpoint in iam mode (DB_HOST): the RDS Proxy
+	// default (read/write) endpoint, or the Aurora cluster endpoint when
+	// there is no proxy. A bare host name, also used as the TLS server name
+	// and signed into the auth token. Required in iam mode.
 	Host string
 	// Port is the endpoint's port in iam mode (DB_PORT). Defaults to 5432.
 	Port int
 	// Database is the database name in iam mode (DB_NAME). Required in iam
 	// mode.
 	Database string
-	// User is the database user in iam mode (DB_USER): a user the proxy can
-	// log in as (through its Secrets Manager secret, or with end-to-end IAM
-	// authentication), named in the execution role's rds-db:connect
-	// resource. Required in iam mode.
+	// User is the database user in iam mode (DB_USER), named in the
+	// execution role's rds-db:connect resource: through RDS Proxy, a user
+	// the proxy can log in as (through its Secrets Manager secret); straight
+	// to the cluster, a user granted rds_iam. Required in iam mode.
 	User string
 	// Region is the AWS region the auth token is signed for (AWS_REGION).
 	// Required in iam mode.
@@ -83,9 +86,15 @@ type Config struct {
 	// default credential chain (the function's execution role), loaded once
 	// by New.
 	Credentials aws.CredentialsProvider
-	// RootCAs verifies the server certificate in iam mode. Defaults to the
-	// system roots, which on provided.al2023 include the Amazon Trust
-	// Services roots that sign RDS Proxy certificates.
+	// CA names the certificate authorities that verify the server in iam
+	// mode (DB_TLS_CA): CASystem ("system": the system roots, which on
+	// provided.al2023 include the Amazon Trust Services roots that sign RDS
+	// Proxy certificates), CARDS ("rds": the Amazon RDS CAs built into this
+	// package, which sign Aurora cluster certificates), or the path of a PEM
+	// file of CA certificates. Defaults to CASystem.
+	CA string
+	// RootCAs, when set, verifies the server certificate in iam mode
+	// instead of the CAs that CA names.
 	RootCAs *x509.CertPool
 
 	// MaxConns is the pool size (DB_MAX_CONNS). Defaults to 2.
@@ -102,15 +111,23 @@ type Config struct {
 	PingAfterIdle time.Duration
 	// PingTimeout bounds that ping. Defaults to 2 seconds.
 	PingTimeout time.Duration
-	// ConnectTimeout bounds one connection attempt. Defaults to 5 seconds;
-	// in url mode a connect_timeout in the URL wins.
+	// ConnectTimeout bounds one connection attempt: TCP, TLS and
+	// authentication (DB_CONNECT_TIMEOUT, a Go duration such as 3s).
+	// Defaults to 5 seconds; in url mode a connect_timeout in the URL wins.
+	// Keep it well inside the function's timeout: an Aurora cluster that is
+	// paused holds connections while it resumes, and a request should be
+	// answered 503 before Lambda's timeout rather than end in it.
 	ConnectTimeout time.Duration
+
+	// lookup resolves host names in iam mode instead of the system
+	// resolver; tests set it (export_test.go) to reach an endpoint name.
+	lookup func(ctx context.Context, host string) ([]string, error)
 }
 
 // ConfigFromEnv reads the database settings from getenv (os.Getenv in a
 // function's main): DB_AUTH (iam or url, required), DATABASE_URL (url mode),
-// DB_HOST, DB_PORT, DB_NAME, DB_USER, AWS_REGION (iam mode) and
-// DB_MAX_CONNS. In url mode the iam variables are ignored, so that a local
+// DB_HOST, DB_PORT, DB_NAME, DB_USER, AWS_REGION, DB_TLS_CA (iam mode),
+// DB_MAX_CONNS and DB_CONNECT_TIMEOUT. In url mode the iam variables are ignored, so that a local
 // run may override DB_AUTH and DATABASE_URL on top of a deployed
 // function's environment.
 //
@@ -137,6 +154,13 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		}
 		cfg.MaxConns = int32(n)
 	}
+	if s := env("DB_CONNECT_TIMEOUT"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d < 100*time.Millisecond || d > time.Minute {
+			return Config{}, configErr("DB_CONNECT_TIMEOUT", "is %q: set a duration from 100ms to 1m such as 3s, or leave it unset for %v", s, DefaultConnectTimeout)
+		}
+		cfg.ConnectTimeout = d
+	}
 
 	if cfg.Auth == AuthURL {
 		cfg.URL = env("DATABASE_URL")
@@ -158,6 +182,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	cfg.Database = env("DB_NAME")
 	cfg.User = env("DB_USER")
 	cfg.Region = env("AWS_REGION")
+	cfg.CA = env("DB_TLS_CA")
 	if s := env("DB_PORT"); s != "" {
 		p, err := strconv.Atoi(s)
 		if err != nil || p < 1 || p > 65535 {
@@ -201,7 +226,13 @@ func (c Config) validate() error {
 		}
 	}
 	if strings.ContainsAny(c.Host, "/:@?=&# \t") {
-		return configErr("DB_HOST", "is %q: set the bare host name of the RDS Proxy endpoint (no scheme, port, user, password or options)", c.Host)
+		return configErr("DB_HOST", "is %q: set the bare host name of the RDS Proxy or Aurora cluster endpoint (no scheme, port, user, password or options)", c.Host)
+	}
+	if _, err := rootsFor(c.CA); err != nil {
+		return err
+	}
+	if c.ConnectTimeout < 0 {
+		return configErr("DB_CONNECT_TIMEOUT", "is %v: set a positive duration, or 0 for the default %v", c.ConnectTimeout, DefaultConnectTimeout)
 	}
 	if c.Port < 0 || c.Port > 65535 {
 		return configErr("DB_PORT", "is %d: set a port number (1-65535)", c.Port)

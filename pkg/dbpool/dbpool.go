@@ -1,8 +1,12 @@
 // Package dbpool opens the small PostgreSQL connection pool that every
-// function uses: to the Aurora writer through the RDS Proxy default endpoint
-// with IAM authentication (a fresh auth token for each new connection, TLS
-// with full certificate verification), or, for local runs and tests, to a
-// database given by URL.
+// function uses: to the Aurora writer with IAM authentication (a fresh auth
+// token for each new connection, TLS with full certificate verification),
+// through the RDS Proxy default endpoint or straight to the cluster's writer
+// endpoint, or, for local runs and tests, to a database given by URL.
+//
+// Through RDS Proxy the server's certificate is checked against the system
+// roots (Amazon Trust Services); straight to the cluster, against the
+// Amazon RDS CAs built into this package (Config.CA, DB_TLS_CA=rds).
 //
 // The pool is shaped for Lambda and for a transaction-pooling proxy: a few
 // connections per execution environment and none kept open on purpose,
@@ -23,14 +27,18 @@ package dbpool
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
 	"strings"
+	"syscall"
 
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/feature/rds/auth"
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -43,6 +51,26 @@ import (
 // unless cfg.Credentials is set); each new connection then signs a new auth
 // token with them.
 func New(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
+	pool, err := Open(ctx, cfg)
+	if err != nil && pool != nil {
+		pool.Close()
+	}
+	if err != nil {
+		return nil, err
+	}
+	return pool, nil
+}
+
+// Open is New for a caller that would rather answer requests than fail at
+// cold start while the database cannot be reached: when the first
+// connection fails because the server refused it, reset it, did not answer
+// within ConnectTimeout, or said it is starting up (an Aurora cluster
+// resuming from auto-pause does all of these), Open returns the pool
+// together with an error matching ErrUnreachable. The pool then connects on
+// first use, and each use fails after at most ConnectTimeout until the
+// server answers. Any other error (settings, TLS, authentication,
+// ErrNotWriter) comes with a nil pool, as from New.
+func Open(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
@@ -79,6 +107,9 @@ func New(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
 	}
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
+		if ctx.Err() == nil && unreachable(err) {
+			return pool, fmt.Errorf("%w: %s: %w", ErrUnreachable, target, err)
+		}
 		pool.Close()
 		return nil, fmt.Errorf("dbpool: connecting to %s: %w", target, err)
 	}
@@ -113,9 +144,15 @@ func iamPoolConfig(ctx context.Context, cfg Config) (*pgxpool.Config, error) {
 	cc := pc.ConnConfig
 	cc.Host, cc.Port, cc.Database, cc.User = cfg.Host, uint16(cfg.Port), cfg.Database, cfg.User
 	cc.Password = "" // set per connection by BeforeConnect
-	// A nil RootCAs means the system roots. ServerName makes crypto/tls check
+	roots := cfg.RootCAs
+	if roots == nil {
+		if roots, err = rootsFor(cfg.CA); err != nil {
+			return nil, err
+		}
+	}
+	// A nil roots means the system roots. ServerName makes crypto/tls check
 	// the certificate's names against the endpoint: verify-full.
-	cc.TLSConfig = &tls.Config{ServerName: cfg.Host, RootCAs: cfg.RootCAs, MinVersion: tls.VersionTLS12}
+	cc.TLSConfig = &tls.Config{ServerName: cfg.Host, RootCAs: roots, MinVersion: tls.VersionTLS12}
 	// No fallbacks: pgconn never retries without TLS or on another host.
 	cc.Fallbacks = nil
 	cc.ValidateConnect = nil
@@ -123,6 +160,9 @@ func iamPoolConfig(ctx context.Context, cfg Config) (*pgxpool.Config, error) {
 	// PGOPTIONS...) could pin proxy sessions; send none.
 	cc.RuntimeParams = map[string]string{}
 	cc.ConnectTimeout = cfg.ConnectTimeout
+	if cfg.lookup != nil {
+		cc.LookupFunc = cfg.lookup
+	}
 
 	endpoint := net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port))
 	pc.BeforeConnect = func(ctx context.Context, cc *pgx.ConnConfig) error {
@@ -162,7 +202,7 @@ func shape(pc *pgxpool.Config, cfg Config) {
 
 	hint := "DATABASE_URL must point at the primary"
 	if cfg.Auth == AuthIAM {
-		hint = fmt.Sprintf("DB_HOST %q must be the RDS Proxy default (read/write) endpoint, not a read-only endpoint or a reader instance", cfg.Host)
+		hint = fmt.Sprintf("DB_HOST %q must be the RDS Proxy default (read/write) endpoint or the cluster (writer) endpoint, not a read-only endpoint or a reader instance", cfg.Host)
 	}
 	pc.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
 		var inRecovery bool
@@ -179,4 +219,29 @@ func shape(pc *pgxpool.Config, cfg Config) {
 // quoteValue quotes a keyword/value connection string value.
 func quoteValue(s string) string {
 	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'"
+}
+
+// unreachable reports whether a failed connection attempt means the server
+// could not be reached for now, rather than a wrong setting: refused,
+// reset, unroutable, timed out, or "the database system is starting up".
+// A host name that does not resolve is a wrong setting.
+func unreachable(err error) bool {
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) {
+		return dnsErr.IsTimeout || dnsErr.IsTemporary
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code == pgerrcode.CannotConnectNow
+	}
+	if pgconn.Timeout(err) || errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	for _, errno := range []syscall.Errno{syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.EHOSTUNREACH, syscall.ENETUNREACH, syscall.ETIMEDOUT} {
+		if errors.Is(err, errno) {
+			return true
+		}
+	}
+	var netErr net.Error
+	return errors.As(err, &netErr) && netErr.Timeout()
 }

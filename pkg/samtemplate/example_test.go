@@ -47,3 +47,23 @@ Resources:
 	// HelloFunction "iam" ""
 	// map[Fn::GetAtt:[Proxy Endpoint]]
 }
+
+// Resolve shows the template as one way to deploy it sees it: here the dev
+// stage, which has no RDS Proxy and connects to the cluster directly.
+func ExampleTemplate_Resolve() {
+	tpl, err := samtemplate.Load("../../template.yaml")
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, stage := range []string{"prod", "dev"} {
+		resolved, err := tpl.Resolve(map[string]string{"Stage": stage})
+		if err != nil {
+			log.Fatal(err)
+		}
+		fn := resolved.Functions()[0]
+		fmt.Println(stage, len(resolved.ResourceIDs("AWS::RDS::DBProxy")), fn.EnvironmentRaw["DB_HOST"], fn.Environment["DB_TLS_CA"])
+	}
+	// Output:
+	// prod 1 map[Fn::GetAtt:[Proxy Endpoint]] system
+	// dev 0 map[Fn::GetAtt:[Cluster Endpoint.Address]] rds
+}

@@ -12,10 +12,6 @@ import (
 	"github.com/ichido/ichido/pkg/samtemplate"
 )
 
-// schemaEnv names the environment variable that points at the unified SAM
-// schema when it is not in its usual place beside the project.
-const schemaEnv = "SAM_SCHEMA_PATH"
-
 // moduleRoot returns the folder holding the project's go.mod.
 func moduleRoot(t testing.TB) string {
 	t.Helper()
@@ -32,45 +28,6 @@ func moduleRoot(t testing.TB) string {
 	}
 }
 
-// schemaPath finds sam-unified.schema.json: $SAM_SCHEMA_PATH, else
-// ../shared/schemas/ beside the project root, else schemas/ inside it.
-func schemaPath(t testing.TB) string {
-	t.Helper()
-	if p := os.Getenv(schemaEnv); p != "" {
-		_, err := os.Stat(p)
-		require.NoError(t, err, "%s=%s: the SAM schema is not there", schemaEnv, p)
-		return p
-	}
-	root := moduleRoot(t)
-	candidates := []string{
-		filepath.Join(root, "..", "shared", "schemas", "sam-unified.schema.json"),
-		filepath.Join(root, "schemas", "sam-unified.schema.json"),
-	}
-	for _, p := range candidates {
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-	}
-	t.Fatalf("the unified SAM schema (sam-unified.schema.json) was not found; looked in %s; set %s to its path",
-		strings.Join(candidates, ", "), schemaEnv)
-	return ""
-}
-
-var (
-	validatorOnce sync.Once
-	validator     *samtemplate.Validator
-	validatorErr  error
-)
-
-// sharedValidator loads the 6 MB schema once per test binary.
-func sharedValidator(t testing.TB) *samtemplate.Validator {
-	t.Helper()
-	path := schemaPath(t)
-	validatorOnce.Do(func() { validator, validatorErr = samtemplate.NewValidator(path) })
-	require.NoError(t, validatorErr)
-	return validator
-}
-
 var (
 	templateOnce sync.Once
 	tmpl         *samtemplate.Template
@@ -84,4 +41,16 @@ func projectTemplate(t testing.TB) *samtemplate.Template {
 	templateOnce.Do(func() { tmpl, templateErr = samtemplate.Load(path) })
 	require.NoError(t, templateErr)
 	return tmpl
+}
+
+// samTools returns the cfn-lint and SAM translator to test with: those of
+// the virtual environment that `make deps` makes under .local/pytools when
+// the system's Python cannot install them, else those on PATH.
+func samTools(t testing.TB) samtemplate.Tools {
+	t.Helper()
+	venv := filepath.Join(moduleRoot(t), ".local", "pytools", "bin")
+	if _, err := os.Stat(filepath.Join(venv, "python3")); err == nil {
+		return samtemplate.Tools{Python: filepath.Join(venv, "python3"), CfnLint: filepath.Join(venv, "cfn-lint")}
+	}
+	return samtemplate.Tools{}
 }

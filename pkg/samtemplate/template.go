@@ -1,8 +1,9 @@
 // Package samtemplate reads the project's SAM template (template.yaml) so
 // that the code can follow it instead of repeating it: the local server
 // takes its routes from Routes, the tests cross-check Functions against the
-// build targets and the environment variables the code reads, and Validator
-// checks every resource against the SAM + CloudFormation JSON schema.
+// build targets and the environment variables the code reads, and Tools
+// runs AWS's own checks on it: cfn-lint, and the SAM translator that a
+// deploy applies (Tools.Transform), whose output cfn-lint checks again.
 //
 // CloudFormation's short-form tags (!Ref, !GetAtt, !Sub, !If, ...) are
 // rewritten to their long JSON form while loading, so `!Ref X` and

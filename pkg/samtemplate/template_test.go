@@ -97,7 +97,7 @@ Resources:
 	require.Equal(t, []samtemplate.Route{{Method: "POST", Path: "/x", Function: "F"}}, tpl.Routes())
 }
 
-// The routes of the project's template are the API of spec/app.md.
+// The routes of the project's template are the task API (README.md).
 func TestProjectRoutes(t *testing.T) {
 	t.Parallel()
 	require.Equal(t, []samtemplate.Route{

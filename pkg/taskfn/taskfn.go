@@ -107,8 +107,18 @@ func build(ctx context.Context, getenv func(string) string, out io.Writer) (*Fun
 		store = redisstore.New(client, nil)
 	}
 
-	pool, err := dbpool.New(ctx, cfg.db)
+	pool, err := dbpool.Open(ctx, cfg.db)
+	if errors.Is(err, dbpool.ErrUnreachable) && cfg.db.Auth == dbpool.AuthIAM {
+		// Deployed, a database that does not answer yet (an Aurora cluster
+		// resuming from auto-pause) gets requests a fast 503, not a failed
+		// cold start; each request tries again within DB_CONNECT_TIMEOUT.
+		logger.Warn("the database cannot be reached yet; requests are answered 503 until it can", "error", err)
+		err = nil
+	}
 	if err != nil {
+		if pool != nil {
+			pool.Close()
+		}
 		f.Close()
 		return nil, fmt.Errorf("taskfn: %w", err)
 	}
