@@ -31,7 +31,7 @@
 //
 // # Wrapping a handler
 //
-// Wrap decorates a handler of either API Gateway payload and returns a
+// Wrap decorates a handler of any of the HTTP payloads above and returns a
 // handler of the same type:
 //
 //	h, err := idempotency.Wrap(createTask, idempotency.Config{

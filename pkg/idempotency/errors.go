@@ -39,3 +39,8 @@ var ErrKeyReused = errors.New("idempotency: the key was already used with anothe
 // ErrNoKey is returned by a function made idempotent by Function when
 // FunctionConfig.Key gave an empty key: the function did not run.
 var ErrNoKey = errors.New("idempotency: the input has no idempotency key")
+
+// ErrBatchFailed is returned, with the response naming every record, by a
+// handler of SQSHandler when no record of the batch succeeded, so that the
+// whole batch is retried even where ReportBatchItemFailures was left off.
+var ErrBatchFailed = errors.New("idempotency: every record of the batch failed")

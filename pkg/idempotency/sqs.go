@@ -15,11 +15,6 @@ import (
 // ReportBatchItemFailures turned on.
 type SQSBatchHandler = func(context.Context, events.SQSEvent) (events.SQSEventResponse, error)
 
-// ErrBatchFailed is returned, with the response naming every record, by a
-// handler of SQSHandler when no record of the batch succeeded, so that the
-// whole batch is retried even where ReportBatchItemFailures was left off.
-var ErrBatchFailed = errors.New("idempotency: every record of the batch failed")
-
 // SQSMessageID is the default key of SQSHandler: the message id, which SQS
 // keeps across redeliveries of one message. A producer's retry of
 // SendMessage, or an SNS topic fanning out to the queue twice, makes a new
