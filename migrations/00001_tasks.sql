@@ -1,4 +1,4 @@
--- The sample task API's table (spec/app.md). Tasks are durable: the table is
+-- The sample task API's table (its contract: docs/openapi.yaml). Tasks are durable: the table is
 -- LOGGED, so a crash of the server never loses a task.
 
 -- +goose Up

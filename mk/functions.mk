@@ -13,7 +13,8 @@ FUNCTION_DIRS := \
 	GetTaskFunction=get-task \
 	UpdateTaskFunction=update-task \
 	DeleteTaskFunction=delete-task \
-	MigrateFunction=migrate
+	MigrateFunction=migrate \
+	TaskActivityFunction=task-activity
 
 FUNCTIONS := $(foreach f,$(FUNCTION_DIRS),$(firstword $(subst =, ,$(f))))
 function_dir = $(word 2,$(subst =, ,$(filter $(1)=%,$(FUNCTION_DIRS))))

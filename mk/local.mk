@@ -28,3 +28,24 @@ rie: $(RIE) ## Install the Lambda Runtime Interface Emulator into .local/bin
 $(RIE):
 	@echo "installing aws-lambda-rie into $(LOCAL)/bin" >&2
 	@GOBIN=$(LOCAL)/bin CGO_ENABLED=0 $(GO) install $(RIE_MODULE)
+
+SQS_EVENTS := sqs-task-events.json sqs-task-events-redelivery.json sqs-task-events-fifo.json
+
+.PHONY: invoke-sqs
+invoke-sqs: rie ## Replay the SQS sample batches under the emulator; each must answer events/expected/<file>
+	@url=$$($(GO) run ./cmd/devdb start) && $(GO) build -o $(LOCAL)/bin/invoke ./cmd/invoke && \
+	  for e in $(SQS_EVENTS); do \
+	    echo "== events/$$e (expect events/expected/$$e)" >&2; \
+	    AWS_LAMBDA_RIE=$(RIE) $(LOCAL)/bin/invoke -fn TaskActivityFunction -event events/$$e \
+	      -expect events/expected/$$e -database-url "$$url" || exit 1; \
+	  done
+
+.PHONY: feed
+feed: ## Feed task events (JSON lines on stdin, or FILE=) to TaskActivityFunction's handler as the SQS queue would
+	@url=$$($(GO) run ./cmd/devdb start) && \
+	  $(GO) run ./cmd/localqueue -database-url "$$url" $(if $(FILE),-file $(FILE)) $(if $(FIFO),-fifo)
+
+.PHONY: serve-http
+serve-http: ## Serve the task API as a plain net/http server with the idempotency middleware (ECS Fargate shape; PORT= defaults to 8080)
+	@url=$${DATABASE_URL:-$$($(GO) run ./cmd/devdb start)} && $(GO) build -o $(LOCAL)/bin/taskserver ./cmd/taskserver && \
+	  DATABASE_URL="$$url" exec $(LOCAL)/bin/taskserver -addr 127.0.0.1:$(or $(PORT),8080)

@@ -106,6 +106,11 @@ func TestEventsUnderEmulator(t *testing.T) {
 			require.Empty(t, resp.Body)
 		}},
 		{file: "get-task.json", function: "GetTaskFunction", status: 404, code: "not_found"},
+		// The task-events queue's consumer: each batch answers the records
+		// to retry, as events/expected/ gives them.
+		{file: "sqs-task-events.json", function: "TaskActivityFunction"},
+		{file: "sqs-task-events-redelivery.json", function: "TaskActivityFunction"},
+		{file: "sqs-task-events-fifo.json", function: "TaskActivityFunction"},
 	}
 
 	// Every event file is replayed.
@@ -189,6 +194,12 @@ func TestEventsUnderEmulator(t *testing.T) {
 		}
 		require.NoError(t, err, "%s -> %s", r.file, r.function)
 
+		if r.function == "TaskActivityFunction" {
+			want, err := os.ReadFile(filepath.Join(root, "events", "expected", r.file))
+			require.NoError(t, err)
+			require.JSONEq(t, string(want), string(out), r.file)
+			continue
+		}
 		if r.function == "MigrateFunction" {
 			var body map[string]any
 			require.NoError(t, json.Unmarshal(out, &body), string(out))
@@ -211,6 +222,26 @@ func TestEventsUnderEmulator(t *testing.T) {
 			r.check(t, resp, body)
 		}
 	}
+	requireActivity(t, db)
+}
+
+// requireActivity checks that the SQS sample batches, replayed in order
+// (a batch, its redelivery, a FIFO batch), recorded each task event once:
+// the resend of the first event under a new message id and the redelivered
+// records added nothing.
+func requireActivity(t *testing.T, db *pgtest.DB) {
+	t.Helper()
+	rows, err := db.Pool.Query(context.Background(), `SELECT event_id, count(*) FROM task_activity GROUP BY event_id ORDER BY event_id`)
+	require.NoError(t, err)
+	got := map[string]int{}
+	for rows.Next() {
+		var id string
+		var n int
+		require.NoError(t, rows.Scan(&id, &n))
+		got[id] = n
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, map[string]int{"evt-0001-task-created": 1, "evt-0002-task-updated": 1, "evt-0006-other-task": 1}, got)
 }
 
 // TestInvokeCommand runs the command as `make invoke` does, once, with a

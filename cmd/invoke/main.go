@@ -5,7 +5,7 @@
 //
 //	invoke -fn CreateTaskFunction -event events/create-task.json \
 //	       [-env-vars env.json] [-database-url postgres://...] \
-//	       [-template template.yaml] [-bootstrap path]
+//	       [-template template.yaml] [-bootstrap path] [-expect file]
 //
 // The function's environment is built as SAM CLI builds it: the variables
 // the template declares for the function (literal values; "" for
@@ -19,7 +19,9 @@
 // .local/invoke/<LogicalId>/bootstrap. The emulator is found (or installed)
 // by package lambdarie. The response goes to standard output; the
 // emulator's and the function's logs to standard error. A function error
-// prints its error document and exits with status 1.
+// prints its error document and exits with status 1; so does a response
+// that differs from the JSON in the -expect file (make invoke-sqs uses it
+// with events/expected/).
 package main
 
 import (
@@ -33,6 +35,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"sort"
 	"strings"
@@ -65,6 +68,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	dbURL := fs.String("database-url", "", "DATABASE_URL for the function, overriding env.json (make invoke passes the private PostgreSQL's)")
 	templatePath := fs.String("template", "template.yaml", "the SAM template")
 	bootstrap := fs.String("bootstrap", "", "a bootstrap already built for this host; built from ./functions/<name> when empty")
+	expectPath := fs.String("expect", "", "a JSON file the response must equal (as JSON); a different response exits with status 1")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -128,6 +132,31 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintln(stdout, string(bytes.TrimSpace(out)))
 	if fe != nil {
 		return errFunction
+	}
+	if *expectPath != "" {
+		return expect(*expectPath, out)
+	}
+	return nil
+}
+
+// errUnexpected is returned by run when the response differs from -expect.
+var errUnexpected = errors.New("the response is not the expected one")
+
+// expect compares the response with the JSON in path, as JSON values.
+func expect(path string, out []byte) error {
+	want, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var a, b any
+	if err := json.Unmarshal(want, &a); err != nil {
+		return fmt.Errorf("%s is not JSON: %w", path, err)
+	}
+	if err := json.Unmarshal(out, &b); err != nil {
+		return fmt.Errorf("%w: the response is not JSON", errUnexpected)
+	}
+	if !reflect.DeepEqual(a, b) {
+		return fmt.Errorf("%w: want %s", errUnexpected, bytes.TrimSpace(want))
 	}
 	return nil
 }

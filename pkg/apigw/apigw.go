@@ -1,8 +1,13 @@
-// Package apigw gives one normalised view of the two API Gateway Lambda
-// proxy payloads: REST API events (payload format 1.0,
-// events.APIGatewayProxyRequest / events.APIGatewayProxyResponse) and HTTP
-// API events (payload format 2.0, events.APIGatewayV2HTTPRequest /
-// events.APIGatewayV2HTTPResponse).
+// Package apigw gives one normalised view of the HTTP payloads a Lambda
+// function receives: the two API Gateway proxy payloads, REST API events
+// (payload format 1.0, events.APIGatewayProxyRequest /
+// events.APIGatewayProxyResponse) and HTTP API events (payload format 2.0,
+// events.APIGatewayV2HTTPRequest / events.APIGatewayV2HTTPResponse), as
+// well as Lambda Function URL events (events.LambdaFunctionURLRequest /
+// events.LambdaFunctionURLResponse, the 2.0 shape) and Application Load
+// Balancer target group events (events.ALBTargetGroupRequest /
+// events.ALBTargetGroupResponse); FromHTTPRequest gives the same view of a
+// net/http request.
 //
 // Code that must treat both payloads alike (the idempotency decorator, a
 // problem+json writer) reads a Request built with FromRequest, inspects a
@@ -12,6 +17,7 @@ package apigw
 
 import (
 	"fmt"
+	"iter"
 	"net/http"
 	"net/url"
 	"strings"
@@ -23,12 +29,14 @@ import (
 
 // AnyRequest is the set of request payloads this package understands.
 type AnyRequest interface {
-	events.APIGatewayProxyRequest | events.APIGatewayV2HTTPRequest
+	events.APIGatewayProxyRequest | events.APIGatewayV2HTTPRequest |
+		events.LambdaFunctionURLRequest | events.ALBTargetGroupRequest
 }
 
 // AnyResponse is the set of response payloads this package understands.
 type AnyResponse interface {
-	events.APIGatewayProxyResponse | events.APIGatewayV2HTTPResponse
+	events.APIGatewayProxyResponse | events.APIGatewayV2HTTPResponse |
+		events.LambdaFunctionURLResponse | events.ALBTargetGroupResponse
 }
 
 // Request is the part of an API Gateway request that both payload formats
@@ -45,6 +53,12 @@ type Request struct {
 	// in which the client sent them. v1 reads multiValueQueryStringParameters
 	// (falling back to queryStringParameters); v2 parses rawQueryString.
 	Query url.Values
+	// RawQuery is the query string exactly as the client sent it (v2
+	// rawQueryString). It is empty for v1, whose parameters API Gateway has
+	// already decoded. Query loses one distinction that RawQuery keeps: a
+	// part that cannot be percent-decoded is kept in Query as written, so
+	// "a=%zz" and "a=%25zz" both give a = "%zz".
+	RawQuery string
 	// Headers maps each lower-case header name to every value found for it:
 	// from "headers" and, for v1, "multiValueHeaders" too. The same value can
 	// therefore appear more than once.
@@ -64,6 +78,9 @@ type Request struct {
 	// requestContext.authorizer.lambda; v1 requestContext.authorizer, which
 	// also holds principalId). Nil when there is none.
 	AuthorizerContext map[string]any
+	// IAM is the principal that signed the request, for a Lambda Function
+	// URL whose AuthType is AWS_IAM. Nil otherwise.
+	IAM *IAMIdentity
 }
 
 // Header returns every value of the header name (any case), as Headers
@@ -79,8 +96,12 @@ func FromRequest[R AnyRequest](req R) Request {
 		return fromV1(r)
 	case events.APIGatewayV2HTTPRequest:
 		return fromV2(r)
+	case events.LambdaFunctionURLRequest:
+		return fromFunctionURL(r)
+	case events.ALBTargetGroupRequest:
+		return fromALB(r)
 	}
-	panic("unreachable: AnyRequest has two members")
+	panic("unreachable: AnyRequest has four members")
 }
 
 func fromV1(r events.APIGatewayProxyRequest) Request {
@@ -129,6 +150,7 @@ func fromV2(r events.APIGatewayV2HTTPRequest) Request {
 		Method:          strings.ToUpper(r.RequestContext.HTTP.Method),
 		Path:            r.RawPath,
 		Query:           ParseRawQuery(r.RawQueryString),
+		RawQuery:        r.RawQueryString,
 		Headers:         map[string][]string{},
 		Body:            r.Body,
 		IsBase64Encoded: r.IsBase64Encoded,
@@ -151,25 +173,53 @@ func fromV2(r events.APIGatewayV2HTTPRequest) Request {
 
 // ParseRawQuery parses an HTTP API rawQueryString into parameters, keeping
 // the order of the values of one name. Unlike url.ParseQuery it never fails:
-// a parameter that cannot be percent-decoded is kept as written, so that two
-// different raw strings never collapse into one.
+// a name or value that cannot be percent-decoded is kept as written. That
+// makes the result ambiguous ("a=%zz" and "a=%25zz" both give a = "%zz");
+// code that must tell such requests apart reads QueryParts instead.
 func ParseRawQuery(raw string) url.Values {
 	out := url.Values{}
-	for part := range strings.SplitSeq(raw, "&") {
-		if part == "" {
-			continue
-		}
-		name, value, _ := strings.Cut(part, "=")
-		out[unescape(name)] = append(out[unescape(name)], unescape(value))
+	for p := range QueryParts(raw) {
+		out[p.Name] = append(out[p.Name], p.Value)
 	}
 	return out
 }
 
-func unescape(s string) string {
-	if u, err := url.QueryUnescape(s); err == nil {
-		return u
+// QueryPart is one name=value pair of a raw query string.
+type QueryPart struct {
+	// Name and Value are percent-decoded ("+" is a space), or kept as
+	// written when they cannot be decoded.
+	Name, Value string
+	// NameRaw and ValueRaw report that Name or Value could not be decoded
+	// and is kept as written.
+	NameRaw, ValueRaw bool
+}
+
+// QueryParts returns the parts of a raw query string in the order sent,
+// skipping empty ones. Unlike the decoded values alone, a part together
+// with its NameRaw and ValueRaw flags names exactly one written form.
+func QueryParts(raw string) iter.Seq[QueryPart] {
+	return func(yield func(QueryPart) bool) {
+		for part := range strings.SplitSeq(raw, "&") {
+			if part == "" {
+				continue
+			}
+			name, value, _ := strings.Cut(part, "=")
+			var p QueryPart
+			p.Name, p.NameRaw = unescape(name)
+			p.Value, p.ValueRaw = unescape(value)
+			if !yield(p) {
+				return
+			}
+		}
 	}
-	return s
+}
+
+// unescape decodes s, or returns it as written and true when it cannot.
+func unescape(s string) (string, bool) {
+	if u, err := url.QueryUnescape(s); err == nil {
+		return u, false
+	}
+	return s, true
 }
 
 func stringify(v any) string {
@@ -184,7 +234,9 @@ func stringify(v any) string {
 type Response struct {
 	// StatusCode is the HTTP status.
 	StatusCode int
-	// Headers holds the response headers under canonical names.
+	// Headers holds the response headers under canonical names. Set-Cookie
+	// holds every cookie, one value each: from a v2 response's "cookies" as
+	// well as from its headers.
 	Headers http.Header
 	// Body is the body as the handler returned it (base64 text when
 	// IsBase64Encoded).
@@ -193,21 +245,31 @@ type Response struct {
 	IsBase64Encoded bool
 }
 
+// setCookie is the canonical name of the one header whose values can never
+// be joined into one line (RFC 6265, section 3).
+const setCookie = "Set-Cookie"
+
 // FromResponse returns the normalised view of a handler's response: the
 // values of "headers" and "multiValueHeaders" are merged under canonical
-// names, a name present in both taking the multi-value list.
+// names, a name present in both taking the multi-value list, and a v2
+// response's "cookies" are added to Set-Cookie.
 func FromResponse[R AnyResponse](resp R) Response {
 	var (
-		status int
-		single map[string]string
-		multi  map[string][]string
-		body   string
-		b64    bool
+		status  int
+		single  map[string]string
+		multi   map[string][]string
+		cookies []string
+		body    string
+		b64     bool
 	)
 	switch r := any(resp).(type) {
 	case events.APIGatewayProxyResponse:
 		status, single, multi, body, b64 = r.StatusCode, r.Headers, r.MultiValueHeaders, r.Body, r.IsBase64Encoded
 	case events.APIGatewayV2HTTPResponse:
+		status, single, multi, cookies, body, b64 = r.StatusCode, r.Headers, r.MultiValueHeaders, r.Cookies, r.Body, r.IsBase64Encoded
+	case events.LambdaFunctionURLResponse:
+		status, single, cookies, body, b64 = r.StatusCode, r.Headers, r.Cookies, r.Body, r.IsBase64Encoded
+	case events.ALBTargetGroupResponse:
 		status, single, multi, body, b64 = r.StatusCode, r.Headers, r.MultiValueHeaders, r.Body, r.IsBase64Encoded
 	}
 	h := http.Header{}
@@ -219,25 +281,42 @@ func FromResponse[R AnyResponse](resp R) Response {
 			h.Set(name, value)
 		}
 	}
+	if len(cookies) > 0 {
+		h[setCookie] = append(h[setCookie], cookies...)
+	}
 	return Response{StatusCode: status, Headers: h, Body: body, IsBase64Encoded: b64}
 }
 
 // ToResponse builds a response of type R. Each header goes into "headers",
-// several values of one header joined with ", ".
+// several values of one header joined with ", ", except Set-Cookie, whose
+// values cannot be joined: a v2 response carries them in "cookies", a v1
+// response in "multiValueHeaders".
 func ToResponse[R AnyResponse](resp Response) R {
 	var headers map[string]string
-	if len(resp.Headers) > 0 {
-		headers = make(map[string]string, len(resp.Headers))
-		for name, values := range resp.Headers {
-			headers[name] = strings.Join(values, ", ")
+	var cookies []string
+	for name, values := range resp.Headers {
+		if http.CanonicalHeaderKey(name) == setCookie {
+			cookies = append(cookies, values...)
+			continue
 		}
+		if headers == nil {
+			headers = make(map[string]string, len(resp.Headers))
+		}
+		headers[name] = strings.Join(values, ", ")
 	}
 	var out R
 	switch p := any(&out).(type) {
 	case *events.APIGatewayProxyResponse:
 		*p = events.APIGatewayProxyResponse{StatusCode: resp.StatusCode, Headers: headers, Body: resp.Body, IsBase64Encoded: resp.IsBase64Encoded}
+		if len(cookies) > 0 {
+			p.MultiValueHeaders = map[string][]string{setCookie: cookies}
+		}
 	case *events.APIGatewayV2HTTPResponse:
-		*p = events.APIGatewayV2HTTPResponse{StatusCode: resp.StatusCode, Headers: headers, Body: resp.Body, IsBase64Encoded: resp.IsBase64Encoded}
+		*p = events.APIGatewayV2HTTPResponse{StatusCode: resp.StatusCode, Headers: headers, Body: resp.Body, IsBase64Encoded: resp.IsBase64Encoded, Cookies: cookies}
+	case *events.LambdaFunctionURLResponse:
+		*p = events.LambdaFunctionURLResponse{StatusCode: resp.StatusCode, Headers: headers, Body: resp.Body, IsBase64Encoded: resp.IsBase64Encoded, Cookies: cookies}
+	case *events.ALBTargetGroupResponse:
+		*p = toALB(resp)
 	}
 	return out
 }

@@ -74,6 +74,7 @@ func TestFromRequestV2(t *testing.T) {
 	require.Equal(t, "POST", r.Method)
 	require.Equal(t, "/tasks", r.Path)
 	require.Equal(t, url.Values{"a": {"1", "2"}, "b": {"x y"}, "flag": {""}, "bad": {"%zz"}}, r.Query)
+	require.Equal(t, "b=x%20y&a=1&a=2&flag&bad=%zz", r.RawQuery)
 	require.Equal(t, []string{"k1,k2"}, r.Header("Idempotency-Key"))
 	require.Equal(t, `{"a":1}`, r.Body)
 	require.False(t, r.IsBase64Encoded)
@@ -109,6 +110,44 @@ func TestResponsesRoundTrip(t *testing.T) {
 	})
 	require.Equal(t, "text/plain", back.Headers.Get("Content-Type"))
 	require.Equal(t, []string{"m1", "m2"}, back.Headers.Values("X-One"), "multiValueHeaders wins over headers")
+}
+
+func TestQueryPartsMarkWhatCannotBeDecoded(t *testing.T) {
+	t.Parallel()
+	var got []apigw.QueryPart
+	for p := range apigw.QueryParts("a=%zz&a=%25zz&%zz=1&&b&c=x+y%41") {
+		got = append(got, p)
+	}
+	require.Equal(t, []apigw.QueryPart{
+		{Name: "a", Value: "%zz", ValueRaw: true},
+		{Name: "a", Value: "%zz"},
+		{Name: "%zz", Value: "1", NameRaw: true},
+		{Name: "b"},
+		{Name: "c", Value: "x yA"},
+	}, got)
+}
+
+func TestCookiesRoundTrip(t *testing.T) {
+	t.Parallel()
+	cookies := []string{"a=1; Path=/; HttpOnly", "b=2; Expires=Wed, 21 Oct 2026 07:28:00 GMT"}
+	v2 := apigw.FromResponse(events.APIGatewayV2HTTPResponse{
+		StatusCode: 200,
+		Headers:    map[string]string{"Content-Type": "text/plain"},
+		Cookies:    cookies,
+	})
+	require.Equal(t, cookies, v2.Headers.Values("Set-Cookie"), "v2 cookies are Set-Cookie values")
+
+	out2 := apigw.ToResponse[events.APIGatewayV2HTTPResponse](v2)
+	require.Equal(t, cookies, out2.Cookies)
+	require.NotContains(t, out2.Headers, "Set-Cookie", "no joined Set-Cookie line")
+	require.Equal(t, "text/plain", out2.Headers["Content-Type"])
+
+	out1 := apigw.ToResponse[events.APIGatewayProxyResponse](v2)
+	require.Equal(t, map[string][]string{"Set-Cookie": cookies}, out1.MultiValueHeaders, "one header line per cookie")
+	require.NotContains(t, out1.Headers, "Set-Cookie")
+
+	back := apigw.FromResponse(out1)
+	require.Equal(t, cookies, back.Headers.Values("Set-Cookie"))
 }
 
 func TestProblem(t *testing.T) {

@@ -2,25 +2,9 @@ package idempotency
 
 import (
 	"context"
-	"sync/atomic"
 
 	"github.com/ichido/ichido/pkg/apigw"
 )
-
-// atomicRun is the decorator's state for one claimed request, shared with
-// AtomicCompletion through the handler's context.
-type atomicRun struct {
-	d   *decorator
-	ref Ref
-	// takenOver is set when the handler took the completion into its own
-	// transaction; Wrap then does not complete the record again.
-	takenOver atomic.Bool
-	// doNotStore is set by DoNotStore: Wrap releases the record instead of
-	// completing it.
-	doNotStore atomic.Bool
-}
-
-type atomicKey struct{}
 
 // AtomicCompletion lets a handler complete its idempotency record in the
 // same database transaction as its own writes (spec: atomic completion), so
@@ -49,21 +33,15 @@ type atomicKey struct{}
 // It reports false, and changes nothing, outside a protected request, for a
 // response that is not stored (Storable), or when called a second time.
 func AtomicCompletion[Resp apigw.AnyResponse](ctx context.Context, resp Resp) (Completion, bool) {
-	run, ok := ctx.Value(atomicKey{}).(*atomicRun)
-	if !ok {
+	run, ok := currentRun(ctx)
+	if !ok || run.stored == nil {
 		return Completion{}, false
 	}
 	view := apigw.FromResponse(resp)
-	if !Storable(view.StatusCode) || run.doNotStore.Load() || !run.takenOver.CompareAndSwap(false, true) {
+	if !Storable(view.StatusCode) {
 		return Completion{}, false
 	}
-	now := run.d.cfg.Clock()
-	return Completion{
-		Ref:       run.ref,
-		Response:  run.d.stored(view),
-		Now:       now,
-		ExpiresAt: now.Add(run.d.cfg.TTL),
-	}, true
+	return run.takeOver(run.stored(view))
 }
 
 // DoNotStore tells Wrap not to store the response of the protected request
@@ -82,7 +60,7 @@ func AtomicCompletion[Resp apigw.AnyResponse](ctx context.Context, resp Resp) (C
 // It reports false, and changes nothing, outside a protected request or
 // after the handler completed the record itself (AtomicCompletion).
 func DoNotStore(ctx context.Context) bool {
-	run, ok := ctx.Value(atomicKey{}).(*atomicRun)
+	run, ok := currentRun(ctx)
 	if !ok || run.takenOver.Load() {
 		return false
 	}

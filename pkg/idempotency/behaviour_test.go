@@ -11,3 +11,8 @@ func TestHTTPBehaviour(t *testing.T) {
 	t.Parallel()
 	idempotencytest.RunHTTPBehaviour(t, func(*testing.T) idempotency.Store { return newMemStore() })
 }
+
+func TestFunctionBehaviour(t *testing.T) {
+	t.Parallel()
+	idempotencytest.RunFunctionBehaviour(t, func(*testing.T) idempotency.Store { return newMemStore() })
+}

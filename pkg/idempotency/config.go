@@ -30,13 +30,25 @@ const (
 	DefaultLeaseMargin = 2 * time.Second
 	// DefaultNamespace is the CloudWatch namespace of the metrics.
 	DefaultNamespace = "ichido"
+	// DefaultMaxBodyBytes is the largest request body accepted: 6 MiB, the
+	// most a Lambda function can be handed in one synchronous invocation
+	// (the whole event, headers included, so a body that reaches a function
+	// is always smaller). No request Lambda delivers is refused by default,
+	// and a body of that size costs the fingerprint about twice its size in
+	// the costliest shapes measured, well within a 256 MiB function.
+	DefaultMaxBodyBytes = 6 << 20
+	// DefaultFinishTimeout bounds completing or releasing a record, retries
+	// included.
+	DefaultFinishTimeout = 5 * time.Second
 )
 
 // DefaultMethods are the methods protected when Config.Methods is empty.
 var DefaultMethods = []string{http.MethodPost, http.MethodPatch, http.MethodDelete}
 
 // UserIDFunc returns the authenticated user of a request. It must read only
-// what API Gateway's authorizer filled in, never a header or the body. It
+// what authenticated the request (API Gateway's authorizer, a Function
+// URL's IAM check, a verified token; see IAMPrincipal, ALBOIDC and
+// BearerToken), never a header or body field that a client sets freely. It
 // returns "" (or an error, which is logged and never shown to the client)
 // when there is no user; the decorator then answers 401. The result must be
 // a UUID; a function may map another subject to one.
@@ -89,16 +101,38 @@ type Config struct {
 
 	// ReplayHeaders lists response headers kept for replay besides
 	// Content-Type and Location, which are always kept. Defaults to none.
+	//
+	// Set-Cookie may be listed: every cookie is then replayed as a cookie of
+	// its own, from and into a v2 response's "cookies" or a v1 response's
+	// multiValueHeaders, never joined into one (invalid) header line. List
+	// it only when a retry should get the first response's cookies again.
 	ReplayHeaders []string
+
+	// MaxBodyBytes is the largest request body accepted, in bytes as API
+	// Gateway delivers it (base64 text included). A larger body is refused
+	// with 413 "payload_too_large" before anything else is done with it:
+	// no fingerprint, no store call, no record, and the handler does not
+	// run. Defaults to 6 MiB (DefaultMaxBodyBytes), which no Lambda event's
+	// body can exceed; lower it to the largest body your API accepts.
+	MaxBodyBytes int
+
+	// FinishTimeout bounds completing or releasing a record after the
+	// handler returned. A call that fails (not ErrLeaseLost) is retried,
+	// with a growing pause, until it succeeds or the bound is reached, so
+	// that one dropped connection does not leave the record in progress
+	// until its lease ends. Defaults to 5s (DefaultFinishTimeout).
+	FinishTimeout time.Duration
 
 	// UserID returns the authenticated user, a UUID. Defaults to
 	// ClaimsSubject; use AuthorizerContextField, or your own function, for a
 	// Lambda authorizer or for subjects that must be mapped to a UUID.
 	UserID UserIDFunc
 
-	// Owner returns the owner token of an invocation's claims. Defaults to
-	// the Lambda request id (lambdacontext.FromContext), else a random
-	// 128-bit hex token per request.
+	// Owner returns the owner token of an invocation's claims. It must be
+	// unique per invocation: completions, releases and the recovery from a
+	// claim whose reply was lost are fenced by it. Defaults to the Lambda
+	// request id (lambdacontext.FromContext), else a random 128-bit hex
+	// token per request.
 	Owner func(ctx context.Context) string
 
 	// Clock returns the current time; every expiry and lease is computed
@@ -157,6 +191,12 @@ func (c Config) withDefaults() Config {
 	if c.Namespace == "" {
 		c.Namespace = DefaultNamespace
 	}
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if c.FinishTimeout == 0 {
+		c.FinishTimeout = DefaultFinishTimeout
+	}
 	return c
 }
 
@@ -182,6 +222,12 @@ func (c Config) validate() error {
 	}
 	if c.LeaseMargin < 0 {
 		errs = append(errs, fmt.Errorf("Config.LeaseMargin is %v: use a positive duration, or 0 for the default %v", c.LeaseMargin, DefaultLeaseMargin))
+	}
+	if c.MaxBodyBytes < 0 {
+		errs = append(errs, fmt.Errorf("Config.MaxBodyBytes is %d: use a positive size, or 0 for the default %d", c.MaxBodyBytes, DefaultMaxBodyBytes))
+	}
+	if c.FinishTimeout < 0 {
+		errs = append(errs, fmt.Errorf("Config.FinishTimeout is %v: use a positive duration, or 0 for the default %v", c.FinishTimeout, DefaultFinishTimeout))
 	}
 	if c.TTL > 0 && c.MaxLease > c.TTL {
 		errs = append(errs, fmt.Errorf("Config.MaxLease (%v) is longer than Config.TTL (%v): a record would expire while its lease still protects it; raise TTL or lower MaxLease", c.MaxLease, c.TTL))

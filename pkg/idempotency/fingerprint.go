@@ -1,18 +1,17 @@
 package idempotency
 
 import (
-	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"hash"
-	"io"
 	"net/url"
 	"slices"
-	"unicode/utf8"
+	"strings"
+	"unsafe"
 
 	"github.com/ichido/ichido/pkg/apigw"
 )
@@ -28,52 +27,130 @@ var errBadBase64 = errors.New("the request body is marked base64-encoded but is 
 // parameters sorted by name (the values of one name in the order sent) and
 // the body. A JSON body is canonicalised first (object keys sorted, no
 // insignificant white space, numbers exactly as written); any other body is
-// hashed as its bytes, base64-decoded first when req.IsBase64Encoded.
+// hashed as its bytes, base64-decoded first when req.IsBase64Encoded. So is
+// a JSON body with a repeated member name, which a handler may read either
+// way, and one nested deeper than 64 levels.
 //
 // Every part is length-prefixed, so no two different requests frame to the
-// same bytes. The only error is a body marked base64-encoded that does not
-// decode.
+// same bytes; a query part that cannot be percent-decoded is marked as such
+// (req.RawQuery), so it never equals a part that decodes to the same text.
+// Memory is proportional to the body: the canonical form streams into the
+// hash and only objects, whose members must be sorted, are buffered. The
+// only error is a body marked base64-encoded that does not decode.
 func Fingerprint(req apigw.Request) (string, error) {
-	body := []byte(req.Body)
+	body := bytesOf(req.Body)
 	if req.IsBase64Encoded {
-		decoded, err := base64.StdEncoding.DecodeString(req.Body)
+		decoded := make([]byte, base64.StdEncoding.DecodedLen(len(req.Body)))
+		n, err := base64.StdEncoding.Decode(decoded, body)
 		if err != nil {
 			return "", errBadBase64
 		}
-		body = decoded
+		body = decoded[:n]
 	}
+	query := canonicalQuery(req)
 	h := sha256.New()
-	writePart(h, fingerprintVersion)
-	writePart(h, req.Method)
-	writePart(h, req.Path)
-	writePart(h, canonicalQuery(req.Query))
-	if canonical, ok := canonicalJSON(body); ok {
-		writePart(h, "json")
-		writePart(h, string(canonical))
-	} else {
-		writePart(h, "raw")
-		writePart(h, string(body))
+	writeHead(h, req, query)
+	writePart(h, []byte("json"))
+	if !canonicalJSON(h, body) {
+		h.Reset()
+		writeHead(h, req, query)
+		writePart(h, []byte("raw"))
+		writePart(h, body)
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// writePart frames s as an 8-byte big-endian length followed by its bytes.
-func writePart(h hash.Hash, s string) {
-	var n [8]byte
-	binary.BigEndian.PutUint64(n[:], uint64(len(s)))
-	h.Write(n[:])
-	io.WriteString(h, s)
+// bytesOf returns the bytes of s without copying them; they are only read.
+// A 6 MB body is not copied just to be hashed.
+func bytesOf(s string) []byte {
+	return unsafe.Slice(unsafe.StringData(s), len(s))
 }
 
-// canonicalQuery encodes q with names sorted; the values of one name keep
-// their order, since an API may give that order meaning.
-func canonicalQuery(q url.Values) string {
+func writeHead(h hash.Hash, req apigw.Request, query string) {
+	writePart(h, []byte(fingerprintVersion))
+	writePart(h, bytesOf(req.Method))
+	writePart(h, bytesOf(req.Path))
+	writePart(h, bytesOf(query))
+}
+
+// writePart frames b as an 8-byte big-endian length followed by its bytes.
+func writePart(h hash.Hash, b []byte) {
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(len(b)))
+	h.Write(n[:])
+	h.Write(b)
+}
+
+// rawMark starts a query name or value that could not be percent-decoded.
+// url.QueryEscape never writes it (its "%" is always followed by two hex
+// digits), so a marked part never equals an escaped one.
+const rawMark = "%!"
+
+// canonicalQuery encodes the query with names sorted; the values of one
+// name keep their order, since an API may give that order meaning. With
+// req.RawQuery (HTTP API events) it reads the raw parts, marking those that
+// do not decode; otherwise (REST API events, whose parameters arrive
+// decoded) req.Query. A query whose parts all decode encodes the same
+// either way.
+func canonicalQuery(req apigw.Request) string {
+	if req.RawQuery == "" {
+		return canonicalValues(req.Query)
+	}
+	type name struct {
+		text string
+		raw  bool
+	}
+	groups := map[name][]string{}
+	for p := range apigw.QueryParts(req.RawQuery) {
+		n := name{p.Name, p.NameRaw}
+		groups[n] = append(groups[n], queryEscape(p.Value, p.ValueRaw))
+	}
+	names := make([]name, 0, len(groups))
+	for n := range groups {
+		names = append(names, n)
+	}
+	slices.SortFunc(names, func(a, b name) int {
+		if c := strings.Compare(a.text, b.text); c != 0 {
+			return c
+		}
+		return cmp.Compare(boolInt(a.raw), boolInt(b.raw))
+	})
+	var b strings.Builder
+	for _, n := range names {
+		for _, value := range groups[n] {
+			if b.Len() > 0 {
+				b.WriteByte('&')
+			}
+			b.WriteString(queryEscape(n.text, n.raw))
+			b.WriteByte('=')
+			b.WriteString(value)
+		}
+	}
+	return b.String()
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func queryEscape(s string, raw bool) string {
+	if raw {
+		return rawMark + url.QueryEscape(s)
+	}
+	return url.QueryEscape(s)
+}
+
+// canonicalValues encodes decoded parameters with names sorted.
+func canonicalValues(q url.Values) string {
 	names := make([]string, 0, len(q))
 	for name := range q {
 		names = append(names, name)
 	}
 	slices.Sort(names)
-	var b bytes.Buffer
+	var b strings.Builder
 	for _, name := range names {
 		for _, value := range q[name] {
 			if b.Len() > 0 {
@@ -85,27 +162,4 @@ func canonicalQuery(q url.Values) string {
 		}
 	}
 	return b.String()
-}
-
-// canonicalJSON returns body as canonical JSON, or false when body is not
-// one valid UTF-8 JSON value. Numbers keep their text (json.Number), so 1.0
-// and 1 stay different; strings are re-escaped uniformly, so "\u0041" and
-// "A" are the same.
-func canonicalJSON(body []byte) ([]byte, bool) {
-	if !utf8.Valid(body) || !json.Valid(body) {
-		return nil, false
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, false
-	}
-	var out bytes.Buffer
-	enc := json.NewEncoder(&out)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil { // e.g. nesting deeper than encoding/json allows
-		return nil, false
-	}
-	return bytes.TrimSuffix(out.Bytes(), []byte("\n")), true
 }

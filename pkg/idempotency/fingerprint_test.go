@@ -1,9 +1,14 @@
 package idempotency
 
 import (
+	"bytes"
 	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
 	"net/url"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/stretchr/testify/require"
@@ -121,19 +126,183 @@ func TestFingerprintBase64(t *testing.T) {
 	}
 }
 
+// recorder is a hash.Hash that keeps what is written to it.
+type recorder struct{ bytes.Buffer }
+
+func (r *recorder) Sum(b []byte) []byte { return append(b, r.Bytes()...) }
+func (r *recorder) Size() int           { return 0 }
+func (r *recorder) BlockSize() int      { return 1 }
+
+// canonical returns the canonical form of body, checking its frame.
+func canonical(t *testing.T, body string) (string, bool) {
+	t.Helper()
+	var r recorder
+	if !canonicalJSON(&r, []byte(body)) {
+		return "", false
+	}
+	out := r.Bytes()
+	require.GreaterOrEqual(t, len(out), 8)
+	require.Equal(t, uint64(len(out)-8), binary.BigEndian.Uint64(out[:8]), "the frame's length is the canonical length")
+	return string(out[8:]), true
+}
+
+// referenceCanonical is the canonical form as encoding/json writes it (the
+// definition the streaming canonicaliser keeps), or false for a body that
+// is not one JSON value, is nested deeper than maxCanonicalDepth or repeats
+// a member name.
+func referenceCanonical(body []byte) (string, bool) {
+	if !utf8.Valid(body) || !json.Valid(body) || nesting(body) > maxCanonicalDepth || hasRepeatedName(body) {
+		return "", false
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return "", false
+	}
+	var out bytes.Buffer
+	enc := json.NewEncoder(&out)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return "", false
+	}
+	return strings.TrimSuffix(out.String(), "\n"), true
+}
+
+// nesting returns how deeply arrays and objects nest in a valid body.
+func nesting(body []byte) int {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	depth, deepest := 0, 0
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return deepest
+		}
+		switch tok {
+		case json.Delim('{'), json.Delim('['):
+			depth++
+			deepest = max(deepest, depth)
+		case json.Delim('}'), json.Delim(']'):
+			depth--
+		}
+	}
+}
+
+// hasRepeatedName reports whether an object of a valid body names a
+// member twice (after decoding escapes).
+func hasRepeatedName(body []byte) bool {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	type frame struct {
+		object bool
+		names  map[string]bool
+		key    bool // the next string token is a name
+	}
+	var stack []*frame
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		if top != nil && top.object && top.key {
+			if name, ok := tok.(string); ok {
+				if top.names[name] {
+					return true
+				}
+				top.names[name] = true
+				top.key = false
+				continue
+			}
+		}
+		if top != nil && top.object {
+			top.key = true // after this value comes a name
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &frame{object: true, names: map[string]bool{}, key: true})
+		case json.Delim('['):
+			stack = append(stack, &frame{})
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+			if len(stack) > 0 && stack[len(stack)-1].object {
+				stack[len(stack)-1].key = true
+			}
+		}
+	}
+}
+
 func TestCanonicalJSON(t *testing.T) {
 	t.Parallel()
 	for in, want := range map[string]string{
 		` { "b" : [ 1.50 , -0, 1E+3 ], "a" : "<&>" } `: `{"a":"<&>","b":[1.50,-0,1E+3]}`,
 		`"\u00e9"`: `"é"`,
 		`null`:     `null`,
+		`{"b":{"d":1,"c":[{"z":0,"y":1}]},"a":0}`:           `{"a":0,"b":{"c":[{"y":1,"z":0}],"d":1}}`,
+		`["\u2028", "\b\f\u0001\/", "\ud83d\ude00\ud800x"]`: `["\u2028","\b\f\u0001/","😀�x"]`,
+		`{"\u0062":1,"a\"":2,"a":3}`:                        `{"a":3,"a\"":2,"b":1}`,
 	} {
-		got, ok := canonicalJSON([]byte(in))
+		got, ok := canonical(t, in)
 		require.True(t, ok, in)
-		require.Equal(t, want, string(got))
+		require.Equal(t, want, got)
+		ref, ok := referenceCanonical([]byte(in))
+		require.True(t, ok)
+		require.Equal(t, ref, got, "the same bytes as encoding/json")
 	}
-	for _, notJSON := range []string{``, `{`, `{"a":1} {"b":2}`, `nul`, "\"\xff\"", `{'a':1}`} {
-		_, ok := canonicalJSON([]byte(notJSON))
+	for _, notJSON := range []string{``, `{`, `{"a":1} {"b":2}`, `nul`, "\"\xff\"", `{'a':1}`, `01`, `1.`, `[1,]`, `{"a":1,}`, "\"\x01\"", `"\x"`, `"\u12"`} {
+		_, ok := canonical(t, notJSON)
 		require.False(t, ok, notJSON)
 	}
+}
+
+func TestCanonicalJSONRefusesRepeatedNames(t *testing.T) {
+	t.Parallel()
+	for _, body := range []string{
+		`{"title":"a","title":"b"}`,
+		`{"title":"b","title":"b"}`,
+		`{"a":1,"\u0061":1}`,
+		`[{"x":{"b":1,"a":2,"b":3}}]`,
+		`{"z":0,"a":1,"m":2,"a":3}`,
+	} {
+		_, ok := canonical(t, body)
+		require.False(t, ok, body)
+	}
+	// A body with a repeated name is hashed as its bytes: never as the
+	// object a decoder that keeps the last (or the first) value would see.
+	repeated := fingerprintOf(t, jsonRequest(`{"title":"a","title":"b"}`))
+	require.NotEqual(t, fingerprintOf(t, jsonRequest(`{"title":"b"}`)), repeated)
+	require.NotEqual(t, fingerprintOf(t, jsonRequest(`{"title":"a"}`)), repeated)
+	require.Equal(t, repeated, fingerprintOf(t, jsonRequest(`{"title":"a","title":"b"}`)))
+}
+
+func TestCanonicalJSONDepth(t *testing.T) {
+	t.Parallel()
+	deep := func(n int) string { return strings.Repeat(`{"a":[`, n) + strings.Repeat(`]}`, n) }
+	_, ok := canonical(t, deep(maxCanonicalDepth/2))
+	require.True(t, ok)
+	_, ok = canonical(t, deep(maxCanonicalDepth/2+1))
+	require.False(t, ok, "deeper than maxCanonicalDepth is hashed as bytes")
+	require.NotEmpty(t, fingerprintOf(t, jsonRequest(deep(5000))))
+}
+
+func TestFingerprintQueryUndecodable(t *testing.T) {
+	t.Parallel()
+	of := func(raw string) string {
+		return fingerprintOf(t, apigw.Request{Method: "POST", Path: "/", Query: apigw.ParseRawQuery(raw), RawQuery: raw})
+	}
+	for _, pair := range [][2]string{
+		{"a=%zz", "a=%25zz"},
+		{"a=%zz%41", "a=%25zz%2541"},
+		{"%zz=1", "%25zz=1"},
+		{"a=%zz&a=1", "a=%25zz&a=1"},
+		{"a=%!zz", "a=%zz"},
+	} {
+		require.NotEqual(t, of(pair[0]), of(pair[1]), "%s vs %s", pair[0], pair[1])
+	}
+	// A query whose parts all decode hashes as its decoded parameters do,
+	// so a REST API (v1) event and an HTTP API (v2) event still agree.
+	require.Equal(t, of("c=x+y&b=2&a=1"), fingerprintOf(t, apigw.Request{Method: "POST", Path: "/", Query: url.Values{"a": {"1"}, "b": {"2"}, "c": {"x y"}}}))
+	require.Equal(t, of("a=%zz"), of("a=%zz"))
 }

@@ -40,10 +40,18 @@ const (
 	OutcomeStoreError Outcome = "store_error"
 	// OutcomeRejected: refused before the store was consulted (400 or 401).
 	OutcomeRejected Outcome = "rejected"
+	// OutcomeTooLarge: refused with 413 because the body is larger than
+	// Config.MaxBodyBytes; the store was not consulted.
+	OutcomeTooLarge Outcome = "too_large"
 )
 
 // metricClaimed counts the requests whose handler ran, whatever followed.
 const metricClaimed = "claimed"
+
+// metricStoreRetried counts the requests in which a failed store call was
+// tried again (a claim whose reply may have been lost, a completion or
+// release that failed), whatever the retry gave.
+const metricStoreRetried = "store_retried"
 
 // observation gathers what one protected request did; emit writes it as
 // one log line and one EMF line.
@@ -51,6 +59,7 @@ type observation struct {
 	start     time.Time
 	method    string
 	path      string
+	function  string // the name of a Function or SQSHandler
 	key       string
 	user      string
 	owner     string
@@ -64,25 +73,45 @@ type observation struct {
 	err       error // internal; logged, never sent to a client
 }
 
-// storeCall is the latency of one Store call.
+// storeCall is the latency of one Store call; a repeated call adds up.
 type storeCall struct {
-	op string // "claim", "complete" or "release"
-	ms float64
+	op    string // "claim", "complete" or "release"
+	ms    float64
+	calls int
 }
 
 // timed records the latency of one Store call.
 func (o *observation) timed(op string, call func() error) error {
 	start := time.Now()
 	err := call()
-	o.storeMS = append(o.storeMS, storeCall{op: op, ms: float64(time.Since(start).Microseconds()) / 1000})
+	ms := float64(time.Since(start).Microseconds()) / 1000
+	for i := range o.storeMS {
+		if o.storeMS[i].op == op {
+			o.storeMS[i].ms += ms
+			o.storeMS[i].calls++
+			return err
+		}
+	}
+	o.storeMS = append(o.storeMS, storeCall{op: op, ms: ms, calls: 1})
 	return err
 }
 
+// retried reports whether a Store call was made more than once.
+func (o *observation) retried() bool {
+	for _, c := range o.storeMS {
+		if c.calls > 1 {
+			return true
+		}
+	}
+	return false
+}
+
 func (o *observation) emit(ctx context.Context, logger *slog.Logger, metrics *metricsWriter) {
-	attrs := []slog.Attr{
-		slog.String("outcome", string(o.outcome)),
-		slog.String("method", o.method),
-		slog.String("path", o.path),
+	attrs := []slog.Attr{slog.String("outcome", string(o.outcome))}
+	if o.function != "" {
+		attrs = append(attrs, slog.String("function", o.function))
+	} else {
+		attrs = append(attrs, slog.String("method", o.method), slog.String("path", o.path))
 	}
 	if o.key != "" {
 		attrs = append(attrs, slog.String("key", o.key))
@@ -104,9 +133,12 @@ func (o *observation) emit(ctx context.Context, logger *slog.Logger, metrics *me
 		attrs = append(attrs, slog.String("handler", o.handler), slog.Float64("handler_ms", o.handlerMS))
 	}
 	if len(o.storeMS) > 0 {
-		store := make([]any, len(o.storeMS))
-		for i, c := range o.storeMS {
-			store[i] = slog.Float64(c.op+"_ms", c.ms)
+		store := make([]any, 0, len(o.storeMS))
+		for _, c := range o.storeMS {
+			store = append(store, slog.Float64(c.op+"_ms", c.ms))
+			if c.calls > 1 {
+				store = append(store, slog.Int(c.op+"_calls", c.calls))
+			}
 		}
 		attrs = append(attrs, slog.Group("store", store...))
 	}
@@ -125,6 +157,9 @@ func (o *observation) emit(ctx context.Context, logger *slog.Logger, metrics *me
 	counts := map[string]float64{string(o.outcome): 1}
 	if o.claimed {
 		counts[metricClaimed] = 1
+	}
+	if o.retried() {
+		counts[metricStoreRetried] = 1
 	}
 	metrics.write(o.start, counts)
 }

@@ -13,16 +13,17 @@ import (
 	"github.com/ichido/ichido/pkg/problem"
 )
 
-// finishTimeout bounds Complete and Release. They run on a context detached
-// from the invocation's cancellation (the work is done and must be recorded
-// even if the client went away), so they need a bound of their own.
-const finishTimeout = 5 * time.Second
-
 // Wrap returns a handler that behaves like h and makes its protected
 // requests idempotent (see the package documentation for the whole
-// contract). Req is events.APIGatewayV2HTTPRequest or
-// events.APIGatewayProxyRequest, Resp events.APIGatewayV2HTTPResponse or
-// events.APIGatewayProxyResponse.
+// contract). Req and Resp are one of the pairs
+// events.APIGatewayV2HTTPRequest / events.APIGatewayV2HTTPResponse (HTTP
+// API), events.APIGatewayProxyRequest / events.APIGatewayProxyResponse
+// (REST API), events.LambdaFunctionURLRequest /
+// events.LambdaFunctionURLResponse (Function URL; the user comes from
+// IAMPrincipal or BearerToken) and events.ALBTargetGroupRequest /
+// events.ALBTargetGroupResponse (ALB target; ALBOIDC or BearerToken). When
+// h ran, its own response (or error) is returned unchanged; otherwise the
+// refusal or the replay is built in Resp's shape.
 //
 // Wrap returns an error, and no handler, when h is nil or cfg is invalid;
 // the message names the field to fix.
@@ -30,42 +31,65 @@ func Wrap[Req apigw.AnyRequest, Resp apigw.AnyResponse](h func(context.Context, 
 	if h == nil {
 		return nil, errors.New("idempotency: Wrap needs a handler, got nil")
 	}
+	d, err := newDecorator(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, req Req) (Resp, error) {
+		view := apigw.FromRequest(req)
+		if !d.protects(view.Method) {
+			return h(ctx, req)
+		}
+		var resp Resp
+		answer, own, err := d.serve(ctx, view, func(ctx context.Context) (apigw.Response, error) {
+			var err error
+			resp, err = h(ctx, req)
+			return apigw.FromResponse(resp), err
+		})
+		if own {
+			// The handler ran: its own response (or error) goes back as it is.
+			return resp, err
+		}
+		return apigw.ToResponse[Resp](answer), nil
+	}, nil
+}
+
+// decorator is the HTTP contract (spec: the decorator flow) over the
+// engine, shared by Wrap and Middleware.
+type decorator struct {
+	cfg           Config
+	replayHeaders []string
+	e             *engine
+}
+
+func newDecorator(cfg Config) (*decorator, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	d := &decorator{
-		cfg:           cfg,
-		replayHeaders: cfg.replayHeaderNames(),
-		metrics:       &metricsWriter{w: cfg.Metrics, namespace: cfg.Namespace},
-	}
-	return func(ctx context.Context, req Req) (Resp, error) {
-		view := apigw.FromRequest(req)
-		if !slices.Contains(d.cfg.Methods, view.Method) {
-			return h(ctx, req)
-		}
-		return serve(ctx, d, h, req, view)
-	}, nil
+	return &decorator{cfg: cfg, replayHeaders: cfg.replayHeaderNames(), e: newEngine(cfg)}, nil
 }
 
-type decorator struct {
-	cfg           Config
-	replayHeaders []string
-	metrics       *metricsWriter
+// protects reports whether requests with method go through the flow.
+func (d *decorator) protects(method string) bool {
+	return slices.Contains(d.cfg.Methods, method)
 }
 
-// serve runs the contract's flow for one protected request.
-func serve[Req apigw.AnyRequest, Resp apigw.AnyResponse](ctx context.Context, d *decorator, h func(context.Context, Req) (Resp, error), req Req, view apigw.Request) (Resp, error) {
+// serve runs the contract's flow for one protected request. When the
+// handler ran (own is true) the caller answers with the handler's own
+// response and err, which run returned; otherwise answer is the refusal or
+// the replay to send.
+func (d *decorator) serve(ctx context.Context, view apigw.Request, run func(ctx context.Context) (apigw.Response, error)) (answer apigw.Response, own bool, err error) {
 	obs := &observation{start: d.cfg.Clock(), method: view.Method, path: view.Path}
-	defer func() { obs.emit(ctx, d.cfg.Logger, d.metrics) }()
+	defer func() { obs.emit(ctx, d.cfg.Logger, d.e.metrics) }()
 
-	refuse := func(outcome Outcome, p problem.Details) (Resp, error) {
+	refuse := func(outcome Outcome, p problem.Details) (apigw.Response, bool, error) {
 		obs.outcome, obs.status, obs.reason = outcome, p.Status, p.Code
 		r := apigw.Problem(p)
 		if p.Status == http.StatusConflict || p.Status == http.StatusServiceUnavailable {
 			r.Headers.Set("Retry-After", "1")
 		}
-		return apigw.ToResponse[Resp](r), nil
+		return r, false, nil
 	}
 
 	userID, detail, err := d.userID(ctx, view)
@@ -86,29 +110,17 @@ func serve[Req apigw.AnyRequest, Resp apigw.AnyResponse](ctx context.Context, d 
 	}
 	obs.key = key
 
+	if p, ok := d.checkBodySize(view); !ok {
+		return refuse(OutcomeTooLarge, p)
+	}
 	hash, err := Fingerprint(view)
 	if err != nil {
 		return refuse(OutcomeRejected, problem.New(http.StatusBadRequest, problem.CodeValidation,
 			"The request body is marked base64-encoded but is not valid base64."))
 	}
 
-	ref := Ref{UserID: userID, Key: key, Owner: d.cfg.Owner(ctx)}
-	obs.owner = ref.Owner
-	now := d.cfg.Clock()
-	claim := Claim{
-		Ref:         ref,
-		RequestHash: hash,
-		Now:         now,
-		LeaseUntil:  leaseUntil(ctx, now, time.Now(), d.cfg.LeaseMargin, d.cfg.MaxLease),
-		ExpiresAt:   now.Add(d.cfg.TTL),
-	}
-	var res ClaimResult
-	err = obs.timed("claim", func() (err error) {
-		res, err = d.cfg.Store.Claim(ctx, claim)
-		return err
-	})
+	ref, res, err := d.e.claim(ctx, obs, userID, key, hash)
 	if err != nil {
-		obs.err = err
 		return refuse(OutcomeStoreError, storeUnavailable())
 	}
 
@@ -123,62 +135,27 @@ func serve[Req apigw.AnyRequest, Resp apigw.AnyResponse](ctx context.Context, d 
 				"A request with this Idempotency-Key is still being processed. Retry after the delay in Retry-After."))
 		case rec.Status == StatusCompleted && rec.Response != nil:
 			obs.outcome, obs.status = OutcomeReplayed, rec.Response.StatusCode
-			return apigw.ToResponse[Resp](d.replay(*rec.Response)), nil
+			return d.replay(*rec.Response), false, nil
 		default:
 			obs.err = fmt.Errorf("store returned an unusable record: status %q, response present %t", rec.Status, rec.Response != nil)
 			return refuse(OutcomeStoreError, storeUnavailable())
 		}
 	}
 
-	obs.claimed = true
 	ctx = NewContext(ctx, Info{Key: key, UserID: userID, RequestHash: hash})
-	state := &atomicRun{d: d, ref: ref}
-	ctx = context.WithValue(ctx, atomicKey{}, state)
-	return run(ctx, d, h, req, state, obs)
-}
-
-// run calls the handler on a claimed record, then completes or releases it.
-func run[Req apigw.AnyRequest, Resp apigw.AnyResponse](ctx context.Context, d *decorator, h func(context.Context, Req) (Resp, error), req Req, state *atomicRun, obs *observation) (resp Resp, err error) {
-	ref := state.ref
-	start := time.Now()
-	returned := false
-	defer func() {
-		if returned {
-			return
+	state := &runState{e: d.e, ref: ref, stored: d.stored}
+	err = d.e.execute(ctx, state, obs, func(ctx context.Context) (StoredResponse, bool, error) {
+		resp, err := run(ctx)
+		if err != nil {
+			return StoredResponse{}, false, err
 		}
-		// The handler panicked (or called runtime.Goexit): free the key for
-		// the retry, then let the panic go on.
-		v := recover()
-		obs.handler, obs.handlerMS = "panic", msSince(start)
-		d.release(ctx, ref, obs)
-		if v != nil {
-			panic(v)
+		obs.status = resp.StatusCode
+		if !Storable(resp.StatusCode) {
+			return StoredResponse{}, false, nil
 		}
-	}()
-	resp, err = h(ctx, req)
-	returned = true
-	obs.handlerMS = msSince(start)
-
-	if err != nil {
-		obs.handler = "error"
-		obs.err = err
-		d.release(ctx, ref, obs)
-		return resp, err
-	}
-	obs.handler = "ok"
-	view := apigw.FromResponse(resp)
-	obs.status = view.StatusCode
-	if !Storable(view.StatusCode) || state.doNotStore.Load() {
-		d.release(ctx, ref, obs)
-		return resp, nil
-	}
-	if state.takenOver.Load() {
-		// The handler completed the record in its own transaction.
-		obs.outcome = OutcomeCompleted
-		return resp, nil
-	}
-	d.complete(ctx, ref, view, obs)
-	return resp, nil
+		return d.stored(resp), true, nil
+	})
+	return apigw.Response{}, true, err
 }
 
 // Storable reports whether a response with this status is stored for
@@ -193,36 +170,14 @@ func Storable(status int) bool {
 	return status >= 200 && status < 500
 }
 
-// complete stores the response. On ErrLeaseLost nothing is stored (another
-// invocation owns the key now); on a store failure the record is left in
-// progress until its lease runs out rather than released, since the work
-// is done and a release would invite an immediate second run.
-func (d *decorator) complete(ctx context.Context, ref Ref, resp apigw.Response, obs *observation) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
-	defer cancel()
-	now := d.cfg.Clock()
-	c := Completion{
-		Ref:       ref,
-		Response:  d.stored(resp),
-		Now:       now,
-		ExpiresAt: now.Add(d.cfg.TTL),
+// checkBodySize refuses a body larger than Config.MaxBodyBytes, before it is
+// fingerprinted or anything is stored.
+func (d *decorator) checkBodySize(view apigw.Request) (problem.Details, bool) {
+	if len(view.Body) <= d.cfg.MaxBodyBytes {
+		return problem.Details{}, true
 	}
-	err := obs.timed("complete", func() error { return d.cfg.Store.Complete(ctx, c) })
-	obs.outcome = finishOutcome(err, OutcomeCompleted)
-	if err != nil {
-		obs.err = err
-	}
-}
-
-// release deletes the claimed record so that the client's retry runs again.
-func (d *decorator) release(ctx context.Context, ref Ref, obs *observation) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
-	defer cancel()
-	err := obs.timed("release", func() error { return d.cfg.Store.Release(ctx, ref) })
-	obs.outcome = finishOutcome(err, OutcomeReleased)
-	if err != nil {
-		obs.err = errors.Join(obs.err, err)
-	}
+	return problem.New(http.StatusRequestEntityTooLarge, problem.CodePayloadTooLarge,
+		fmt.Sprintf("The request body is larger than the %d bytes this endpoint accepts.", d.cfg.MaxBodyBytes)), false
 }
 
 func finishOutcome(err error, ok Outcome) Outcome {
@@ -236,7 +191,13 @@ func finishOutcome(err error, ok Outcome) Outcome {
 	}
 }
 
-// stored keeps the parts of resp that a replay gives back.
+// cookieSeparator joins the Set-Cookie values of a stored response. A header
+// value never holds a line break, and cookies cannot be joined with ", "
+// (an Expires attribute holds a comma), so the values split back exactly.
+const cookieSeparator = "\n"
+
+// stored keeps the parts of resp that a replay gives back. Several values
+// of one header are joined with ", ", except Set-Cookie's (cookieSeparator).
 func (d *decorator) stored(resp apigw.Response) StoredResponse {
 	s := StoredResponse{StatusCode: resp.StatusCode, Body: resp.Body, IsBase64Encoded: resp.IsBase64Encoded}
 	for _, name := range d.replayHeaders {
@@ -244,16 +205,27 @@ func (d *decorator) stored(resp apigw.Response) StoredResponse {
 			if s.Headers == nil {
 				s.Headers = map[string]string{}
 			}
-			s.Headers[name] = strings.Join(values, ", ")
+			sep := ", "
+			if name == "Set-Cookie" {
+				sep = cookieSeparator
+			}
+			s.Headers[name] = strings.Join(values, sep)
 		}
 	}
 	return s
 }
 
-// replay rebuilds a stored response, marked as replayed.
+// replay rebuilds a stored response, marked as replayed; every stored
+// cookie is a Set-Cookie value of its own.
 func (d *decorator) replay(s StoredResponse) apigw.Response {
 	h := http.Header{}
 	for name, value := range s.Headers {
+		if http.CanonicalHeaderKey(name) == "Set-Cookie" {
+			for cookie := range strings.SplitSeq(value, cookieSeparator) {
+				h.Add(name, cookie)
+			}
+			continue
+		}
 		h.Set(name, value)
 	}
 	h.Set(ReplayedHeader, "true")

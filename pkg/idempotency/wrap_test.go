@@ -47,6 +47,7 @@ func TestWrapRefusesInvalidConfig(t *testing.T) {
 		{"negative durations", idempotency.Config{Store: newMemStore(), TTL: -time.Second, MaxLease: -1, LeaseMargin: -1}, []string{"Config.TTL", "Config.MaxLease", "Config.LeaseMargin"}},
 		{"lease longer than TTL", idempotency.Config{Store: newMemStore(), TTL: time.Minute}, []string{"longer than Config.TTL"}},
 		{"bad replay header", idempotency.Config{Store: newMemStore(), ReplayHeaders: []string{"X-Ok", "Bad Header:"}}, []string{"Config.ReplayHeaders"}},
+		{"negative body limit and finish bound", idempotency.Config{Store: newMemStore(), MaxBodyBytes: -1, FinishTimeout: -time.Second}, []string{"Config.MaxBodyBytes", "Config.FinishTimeout"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -258,4 +259,24 @@ func TestDoNotStore(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "true", third.Headers[idempotency.ReplayedHeader], "a stored answer replays as usual")
 	require.Equal(t, 2, runs)
+}
+
+func TestMaxBodyBytesIsInclusive(t *testing.T) {
+	t.Parallel()
+	h, err := idempotency.Wrap(v2Handler(created), quiet(idempotency.Config{Store: newMemStore(), MaxBodyBytes: 16}))
+	require.NoError(t, err)
+	req := request("8e03978e-40d5-43e8-bc93-6894a57f9324", "5b1b6a5e-0b0c-4b8e-9d3f-2a7c1e0f4d61")
+	req.Body = `{"t":"1234567"}` + " " // 16 bytes
+	resp, err := h(context.Background(), req)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, resp.StatusCode)
+
+	req.Headers["idempotency-key"] = "0e9a2c55-7f1d-4c3b-8a6e-5d4f3b2a1c0e"
+	req.Body += " "
+	resp, err = h(context.Background(), req)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode)
+	require.Equal(t, "application/problem+json", resp.Headers["Content-Type"])
+	require.Contains(t, resp.Body, `"code":"payload_too_large"`)
+	require.Contains(t, resp.Body, "16 bytes")
 }

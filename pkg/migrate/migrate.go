@@ -7,15 +7,19 @@
 // where pg_cron keeps its jobs in another database (cron.database_name) in
 // which the user cannot schedule the purge, Up fails with a message that
 // says what to do and leaves the database as it was. When the user may,
-// the purge is scheduled from that other database
-// (cron.schedule_in_database), so the app's database need not be the cron
-// database.
+// the key store's purge is scheduled from that other database
+// (cron.schedule_in_database). The app's own migrations that schedule
+// pg_cron jobs themselves need the cron database: in another one Up refuses
+// them, again before applying anything, and says to create only the key
+// store there with pgstore.Migrate.
 package migrate
 
 import (
 	"context"
 	"database/sql"
 	"fmt"
+	"io/fs"
+	"path"
 	"strconv"
 	"strings"
 
@@ -49,8 +53,14 @@ type Result struct {
 
 // Up applies every pending migration, the key store's first, and returns
 // those it applied. Nothing is applied when pg_cron cannot schedule the
-// purge (ErrNoPgCron, ErrCronElsewhere).
+// purge (ErrNoPgCron, ErrCronElsewhere), nor when a pending migration of the
+// app's own set schedules a pg_cron job itself and this is not the database
+// pg_cron runs in (ErrCronElsewhere: run Up there, or create only the key
+// store with pgstore.Migrate, which schedules from the cron database).
 func Up(ctx context.Context, pool *pgxpool.Pool) ([]Result, error) {
+	if err := checkAppCron(ctx, pool); err != nil {
+		return nil, err
+	}
 	store, err := pgstore.Migrate(ctx, pool, nil)
 	if err != nil {
 		return nil, err
@@ -107,6 +117,60 @@ func Reset(ctx context.Context, pool *pgxpool.Pool) ([]Result, error) {
 		out = append(out, storeResult(store[i]))
 	}
 	return out, nil
+}
+
+// checkAppCron refuses, before anything is applied, to run pending app
+// migrations that call pg_cron in a database that is not pg_cron's.
+func checkAppCron(ctx context.Context, pool *pgxpool.Pool) error {
+	p, db, err := provider(pool)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	// GetDBVersion would create goose's version table: look first.
+	var current int64
+	var tracked bool
+	if err := pool.QueryRow(ctx, `SELECT to_regclass('goose_db_version') IS NOT NULL`).Scan(&tracked); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	if tracked {
+		if current, err = p.GetDBVersion(ctx); err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+	}
+	var needs []string
+	for _, src := range p.ListSources() {
+		if src.Version <= current {
+			continue
+		}
+		text, err := fs.ReadFile(migrations.FS, path.Base(src.Path))
+		if err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+		up, _, _ := strings.Cut(string(text), "-- +goose Down")
+		if strings.Contains(up, "cron.") {
+			needs = append(needs, path.Base(src.Path))
+		}
+	}
+	if len(needs) == 0 {
+		return nil
+	}
+	var here, cronDB string
+	var hasExt bool
+	if err := pool.QueryRow(ctx, `SELECT current_database(), EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pg_cron')`).Scan(&here, &hasExt); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	var setting *string
+	if err := pool.QueryRow(ctx, `SELECT current_setting('cron.database_name', true)`).Scan(&setting); err == nil && setting != nil {
+		cronDB = *setting
+	} else if hasExt {
+		cronDB = here // the extension exists in pg_cron's database only
+	}
+	if cronDB == "" || cronDB == here {
+		return nil // pgstore.Migrate reports a missing pg_cron
+	}
+	return fmt.Errorf("%w: the app's migrations %s schedule pg_cron jobs themselves, which works only in the database named by cron.database_name (%q), and this is %q. Run migrate.Up in %q, or create only the idempotency key store here with pgstore.Migrate (or go run ./cmd/keystore), which schedules its purge from %q",
+		ErrCronElsewhere, strings.Join(needs, ", "), cronDB, here, cronDB, cronDB)
 }
 
 // storeVersions lists the key store's applied migrations in the current

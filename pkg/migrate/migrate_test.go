@@ -31,7 +31,7 @@ func TestUpDownUp(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, applied, all)
 	require.Equal(t, "pgstore/0001_idempotency_keys.sql", applied[0].Name, "the key store first")
-	requireTables(t, db, "idempotency_keys", "idempotency_store_version", "tasks")
+	requireTables(t, db, "idempotency_keys", "idempotency_store_version", "task_activity", "task_deletions", "tasks")
 
 	rolledBack, err := migrate.Reset(ctx, db.Pool)
 	require.NoError(t, err)
@@ -42,7 +42,7 @@ func TestUpDownUp(t *testing.T) {
 	applied, err = migrate.Up(ctx, db.Pool)
 	require.NoError(t, err)
 	require.Len(t, applied, all)
-	requireTables(t, db, "idempotency_keys", "idempotency_store_version", "tasks")
+	requireTables(t, db, "idempotency_keys", "idempotency_store_version", "task_activity", "task_deletions", "tasks")
 
 	v, err := migrate.Version(ctx, db.Pool)
 	require.NoError(t, err)
@@ -71,6 +71,8 @@ func TestKeyStoreIsUnloggedAndTasksAreNot(t *testing.T) {
 	require.Equal(t, "u", persistence["idempotency_keys"])
 	require.Equal(t, "u", persistence["idempotency_keys_expires_at"], "indexes of an UNLOGGED table are unlogged too")
 	require.Equal(t, "p", persistence["tasks"], "tasks must survive a crash")
+	require.Equal(t, "p", persistence["task_activity"], "activity entries must survive a crash")
+	require.Equal(t, "p", persistence["task_deletions"], "what a DELETE deleted must survive a crash")
 }
 
 func TestCronJobsRegistered(t *testing.T) {
@@ -89,6 +91,7 @@ func TestCronJobsRegistered(t *testing.T) {
 	require.NoError(t, rows.Err())
 	require.Equal(t, []job{
 		{"purge-idempotency-" + db.Schema, "0 * * * *", fmt.Sprintf("CALL %s.purge_expired_idempotency_keys()", db.Schema)},
+		{"purge-task-deletions-" + db.Schema, "45 3 * * *", fmt.Sprintf("DELETE FROM %s.task_deletions WHERE deleted_at < now() - interval '7 days'", db.Schema)},
 	}, jobs)
 	var history string
 	require.NoError(t, db.Pool.QueryRow(context.Background(), `SELECT schedule FROM cron.job WHERE jobname = 'purge-cron-history'`).Scan(&history))
@@ -265,9 +268,12 @@ func secondDatabase(t *testing.T) (url, name string) {
 	return u, name
 }
 
-// TestUpInSecondDatabase applies everything in a database other than the
-// cron database, as a user who may schedule there: the purge is scheduled
-// from the cron database to run in this one (cron.schedule_in_database).
+// TestUpInSecondDatabase works in a database other than the cron
+// database, as a user who may schedule there. The app's own migrations
+// schedule pg_cron jobs themselves, so Up refuses before applying anything
+// and says what to do; the key store alone (pgstore.Migrate) is created and
+// its purge scheduled from the cron database to run in this one
+// (cron.schedule_in_database).
 func TestUpInSecondDatabase(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -276,9 +282,17 @@ func TestUpInSecondDatabase(t *testing.T) {
 	require.NoError(t, err)
 	defer pool.Close()
 
-	applied, err := migrate.Up(ctx, pool)
+	_, err = migrate.Up(ctx, pool)
+	require.ErrorIs(t, err, migrate.ErrCronElsewhere)
+	require.ErrorContains(t, err, "cron.database_name")
+	require.ErrorContains(t, err, "pgstore.Migrate")
+	var tables int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_tables WHERE schemaname = 'public'`).Scan(&tables))
+	require.Zero(t, tables, "nothing may be applied")
+
+	res, err := pgstore.Migrate(ctx, pool, nil)
 	require.NoError(t, err)
-	require.Len(t, applied, migrationCount(t))
+	require.Len(t, res.Applied, len(must(fs.Glob(pgstore.Migrations(), "*.sql"))))
 
 	base, err := pgtest.SharedURL(ctx)
 	require.NoError(t, err)
@@ -292,9 +306,16 @@ func TestUpInSecondDatabase(t *testing.T) {
 
 	_, err = pool.Exec(ctx, `CALL purge_expired_idempotency_keys()`)
 	require.NoError(t, err)
-	again, err := migrate.Up(ctx, pool)
+	again, err := pgstore.Migrate(ctx, pool, nil)
 	require.NoError(t, err)
-	require.Empty(t, again)
+	require.Empty(t, again.Applied)
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }
 
 // TestUpInSecondDatabaseWithoutCronRights: a user who owns the second

@@ -27,6 +27,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -59,7 +60,12 @@ type Functions struct {
 	logger   *slog.Logger
 	handlers map[string]Handler
 	closers  []func()
-	once     sync.Once
+	// What the activity function and the net/http server build on.
+	store   idempotency.Store
+	api     *tasks.API
+	ttl     time.Duration
+	metrics io.Writer
+	once    sync.Once
 }
 
 // Build reads the environment through getenv (os.Getenv in a main) once and
@@ -123,6 +129,7 @@ func build(ctx context.Context, getenv func(string) string, out io.Writer) (*Fun
 	}
 
 	api := tasks.NewAPI(tasks.NewService(pool), &tasks.Options{Logger: logger})
+	f.store, f.api, f.ttl, f.metrics = store, api, cfg.ttl, out
 	protect := func(h Handler) (Handler, error) {
 		return idempotency.Wrap(h, idempotency.Config{
 			Store:   store,

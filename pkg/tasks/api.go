@@ -204,17 +204,29 @@ func (a *API) Update(ctx context.Context, req events.APIGatewayV2HTTPRequest) (e
 	})
 }
 
-// Delete handles DELETE /tasks/{id}: 204 with an empty body.
+// Delete handles DELETE /tasks/{id}: 204 with an empty body. Behind
+// idempotency.Wrap, the deletion records the request's key and fingerprint,
+// so that a retry answers 204 again (with Idempotent-Replayed: true) even
+// when the key store has forgotten the key, instead of 404.
 func (a *API) Delete(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 	return a.serve(ctx, req, "delete", func(ctx context.Context, user string) (events.APIGatewayV2HTTPResponse, error) {
 		id, ok := ParseID(req.PathParameters["id"])
 		if !ok {
 			return events.APIGatewayV2HTTPResponse{}, ErrNotFound
 		}
-		if err := a.svc.Delete(ctx, user, id); err != nil {
+		var ref *IdempotencyRef
+		if info, ok := idempotency.FromContext(ctx); ok {
+			ref = &IdempotencyRef{Key: info.Key, RequestHash: info.RequestHash}
+		}
+		replayed, err := a.svc.Delete(ctx, user, id, ref)
+		if err != nil {
 			return events.APIGatewayV2HTTPResponse{}, err
 		}
-		return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusNoContent, Headers: map[string]string{}}, nil
+		resp := events.APIGatewayV2HTTPResponse{StatusCode: http.StatusNoContent, Headers: map[string]string{}}
+		if replayed {
+			resp.Headers["Idempotent-Replayed"] = "true"
+		}
+		return resp, nil
 	})
 }
 

@@ -13,8 +13,9 @@ import (
 var ErrNotFound = errors.New("tasks: task not found")
 
 // ErrKeyReused is returned by Service.Create when the task row already
-// records the request's Idempotency-Key with another request fingerprint: the
-// key was reused for a different request after the key store forgot it.
+// records the request's Idempotency-Key with another request fingerprint (and
+// by Service.Delete when the deletion of the task does): the key was reused
+// for a different request after the key store forgot it.
 var ErrKeyReused = errors.New("tasks: idempotency key already used for a different request")
 
 // ValidationError lists the fields of a request that are invalid. It is

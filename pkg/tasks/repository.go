@@ -201,9 +201,25 @@ func (r *Repository) Update(ctx context.Context, userID, id string, p Patch) (Ta
 	return t, nil
 }
 
-// Delete removes the user's task id.
-func (r *Repository) Delete(ctx context.Context, userID, id string) error {
-	tag, err := r.db.Exec(ctx, `DELETE FROM tasks WHERE id = $1::uuid AND user_id = $2::uuid`, id, userID)
+// Delete removes the user's task id. With a non-nil ref the deletion is
+// recorded with the request's Idempotency-Key and fingerprint, in the same
+// statement (migrations/00005).
+func (r *Repository) Delete(ctx context.Context, userID, id string, ref *IdempotencyRef) error {
+	var (
+		tag pgconn.CommandTag
+		err error
+	)
+	if ref == nil {
+		tag, err = r.db.Exec(ctx, `DELETE FROM tasks WHERE id = $1::uuid AND user_id = $2::uuid`, id, userID)
+	} else {
+		tag, err = r.db.Exec(ctx, `
+			WITH gone AS (
+				DELETE FROM tasks WHERE id = $1::uuid AND user_id = $2::uuid RETURNING id
+			)
+			INSERT INTO task_deletions (user_id, task_id, idempotency_key, idempotency_request_hash)
+			SELECT $2::uuid, id, $3::text, $4::text FROM gone`,
+			id, userID, ref.Key, ref.RequestHash)
+	}
 	if err != nil {
 		return dbError("delete", err)
 	}
@@ -211,4 +227,18 @@ func (r *Repository) Delete(ctx context.Context, userID, id string) error {
 		return ErrNotFound
 	}
 	return nil
+}
+
+// FindDeletion returns the Idempotency-Key and fingerprint of the request
+// that deleted the user's task id, or ErrNotFound when no keyed request did.
+func (r *Repository) FindDeletion(ctx context.Context, userID, id string) (IdempotencyRef, error) {
+	var ref IdempotencyRef
+	err := r.db.QueryRow(ctx, `
+		SELECT idempotency_key, idempotency_request_hash FROM task_deletions
+		WHERE user_id = $1::uuid AND task_id = $2::uuid`,
+		userID, id).Scan(&ref.Key, &ref.RequestHash)
+	if err != nil {
+		return IdempotencyRef{}, dbError("find deletion", err)
+	}
+	return ref, nil
 }

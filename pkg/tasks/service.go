@@ -85,7 +85,25 @@ func (s *Service) Update(ctx context.Context, userID, id string, p Patch) (Task,
 	return s.repo.Update(ctx, userID, id, p)
 }
 
-// Delete removes the user's task id, or returns ErrNotFound.
-func (s *Service) Delete(ctx context.Context, userID, id string) error {
-	return s.repo.Delete(ctx, userID, id)
+// Delete removes the user's task id, or returns ErrNotFound. With a non-nil
+// ref (the request's Idempotency-Key and fingerprint) the deletion records
+// the key, and a task already deleted by a request with that key answers as
+// that request did: with the same fingerprint replayed is true and the error
+// nil; with another fingerprint the error is ErrKeyReused. A task deleted
+// under another key, or none, is ErrNotFound.
+func (s *Service) Delete(ctx context.Context, userID, id string, ref *IdempotencyRef) (replayed bool, err error) {
+	err = s.repo.Delete(ctx, userID, id, ref)
+	if ref == nil || !errors.Is(err, ErrNotFound) {
+		return false, err
+	}
+	by, err := s.repo.FindDeletion(ctx, userID, id)
+	switch {
+	case err != nil:
+		return false, err // ErrNotFound: never deleted with a key
+	case by.Key != ref.Key:
+		return false, ErrNotFound
+	case by.RequestHash != ref.RequestHash:
+		return false, ErrKeyReused
+	}
+	return true, nil
 }

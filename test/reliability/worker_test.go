@@ -72,12 +72,14 @@ const (
 type workerStats struct {
 	PID int `json:"pid"`
 	// Runs counts the runs of protected handlers by "METHOD key" (spy only).
-	Runs       map[string]int `json:"runs"`
-	HeapAlloc  uint64         `json:"heap_alloc"`
-	HeapInuse  uint64         `json:"heap_inuse"`
-	Sys        uint64         `json:"sys"`
-	RSS        uint64         `json:"rss"`
-	Goroutines int            `json:"goroutines"`
+	Runs      map[string]int `json:"runs"`
+	HeapAlloc uint64         `json:"heap_alloc"`
+	HeapInuse uint64         `json:"heap_inuse"`
+	Sys       uint64         `json:"sys"`
+	RSS       uint64         `json:"rss"`
+	// PeakRSS is the process's resident set high-water mark (VmHWM).
+	PeakRSS    uint64 `json:"peak_rss"`
+	Goroutines int    `json:"goroutines"`
 }
 
 // runCounter counts handler runs inside the decorator.
@@ -282,20 +284,22 @@ func currentStats(runs *runCounter) workerStats {
 		HeapAlloc:  m.HeapAlloc,
 		HeapInuse:  m.HeapInuse,
 		Sys:        m.Sys,
-		RSS:        readRSS(),
+		RSS:        readStatus("VmRSS"),
+		PeakRSS:    readStatus("VmHWM"),
 		Goroutines: runtime.NumGoroutine(),
 	}
 }
 
-// readRSS returns the resident set size of this process in bytes, from
-// /proc (0 where there is no /proc).
-func readRSS() uint64 {
+// readStatus returns a size field of this process's /proc status (VmRSS,
+// the resident set; VmHWM, its high-water mark) in bytes, or 0 where there
+// is no /proc.
+func readStatus(field string) uint64 {
 	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		return 0
 	}
 	for line := range strings.SplitSeq(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
 			kb, _ := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
 			return kb * 1024
 		}

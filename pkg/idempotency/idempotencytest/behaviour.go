@@ -23,7 +23,9 @@ import (
 )
 
 // RunHTTPBehaviour runs the decorator's HTTP behaviour table against the
-// Store that newStore returns, once for each API Gateway payload version.
+// Store that newStore returns, once for each API Gateway payload version,
+// for a Lambda Function URL and an ALB target, and once through Middleware
+// over real HTTP (see RunMiddlewareBehaviour).
 // newStore is called once per payload version; the cases share that Store
 // and run in parallel, each with its own users and keys, its own clock and
 // its own view of the Store's calls, so the Store must be safe for
@@ -31,17 +33,25 @@ import (
 func RunHTTPBehaviour(t *testing.T, newStore func(t *testing.T) idempotency.Store) {
 	t.Helper()
 	for _, p := range payloads {
-		t.Run(p.name, func(t *testing.T) {
-			t.Parallel()
-			store := newStore(t)
-			for _, c := range cases {
-				t.Run(c.name, func(t *testing.T) {
-					t.Parallel()
-					c.run(t, newEnv(t, p, store))
-				})
-			}
-		})
+		runPayload(t, p, newStore)
 	}
+}
+
+// runPayload runs the table, but the cases p has no form for, through p.
+func runPayload(t *testing.T, p payload, newStore func(t *testing.T) idempotency.Store) {
+	t.Run(p.name, func(t *testing.T) {
+		t.Parallel()
+		store := newStore(t)
+		for _, c := range append(cases, hardeningCases...) {
+			if p.skip[c.name] {
+				continue
+			}
+			t.Run(c.name, func(t *testing.T) {
+				t.Parallel()
+				c.run(t, newEnv(t, p, store))
+			})
+		}
+	})
 }
 
 // env is one case's world: a fresh user and key, a fake clock, a counting
@@ -631,7 +641,7 @@ var cases = []behaviourCase{
 	}},
 	{"a failing store on complete returns the response and keeps the key until its lease ends", func(t *testing.T, e *env) {
 		e.store.failComplete.Store(true)
-		inv := e.wrap(e.respond(http.StatusCreated))
+		inv := e.wrap(e.respond(http.StatusCreated), func(c *idempotency.Config) { c.FinishTimeout = 300 * time.Millisecond })
 		first := e.do(inv, e.post(`{}`))
 		require.Equal(t, http.StatusCreated, first.StatusCode)
 		require.Equal(t, []string{"store_error"}, e.outcomes())
@@ -645,7 +655,7 @@ var cases = []behaviourCase{
 	}},
 	{"a failing store on release returns the handler's response", func(t *testing.T, e *env) {
 		e.store.failRelease.Store(true)
-		inv := e.wrap(e.respond(http.StatusInternalServerError))
+		inv := e.wrap(e.respond(http.StatusInternalServerError), func(c *idempotency.Config) { c.FinishTimeout = 300 * time.Millisecond })
 		require.Equal(t, http.StatusInternalServerError, e.do(inv, e.post(`{}`)).StatusCode)
 		require.Equal(t, []string{"store_error"}, e.outcomes())
 	}},

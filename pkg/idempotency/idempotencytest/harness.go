@@ -10,6 +10,11 @@
 //			return pgstore.New(pgtest.New(t).Pool, nil)
 //		})
 //	}
+//
+// RunLostClaimReply checks, through a real connection, the recovery from a
+// claim whose reply is lost after the server committed it: the Store's
+// client connects through a ReplyCutter, a loopback proxy that drops that
+// reply and closes the connection.
 package idempotencytest
 
 import (
@@ -40,6 +45,12 @@ type faultyStore struct {
 	inner                                idempotency.Store
 	claims, completes, releases          atomic.Int32
 	failClaim, failComplete, failRelease atomic.Bool
+	// lostClaimReplies is how many of the next claims reach the inner Store
+	// (and commit there) but answer with a failure, as when the reply is
+	// lost on the way back.
+	lostClaimReplies atomic.Int32
+	// failCompletes is how many of the next completions fail.
+	failCompletes atomic.Int32
 }
 
 func (s *faultyStore) Claim(ctx context.Context, c idempotency.Claim) (idempotency.ClaimResult, error) {
@@ -47,12 +58,16 @@ func (s *faultyStore) Claim(ctx context.Context, c idempotency.Claim) (idempoten
 	if s.failClaim.Load() {
 		return idempotency.ClaimResult{}, &idempotency.StoreError{Op: "claim", Err: errInjected}
 	}
-	return s.inner.Claim(ctx, c)
+	res, err := s.inner.Claim(ctx, c)
+	if err == nil && s.lostClaimReplies.Add(-1) >= 0 {
+		return idempotency.ClaimResult{}, &idempotency.StoreError{Op: "claim", Err: errInjected}
+	}
+	return res, err
 }
 
 func (s *faultyStore) Complete(ctx context.Context, c idempotency.Completion) error {
 	s.completes.Add(1)
-	if s.failComplete.Load() {
+	if s.failComplete.Load() || s.failCompletes.Add(-1) >= 0 {
 		return &idempotency.StoreError{Op: "complete", Err: errInjected}
 	}
 	return s.inner.Complete(ctx, c)
@@ -133,6 +148,8 @@ type payload struct {
 	// wrap wraps h (written against the normalised view) as a handler of
 	// this version and returns a function that invokes it.
 	wrap func(t *testing.T, h handler, cfg idempotency.Config) invoker
+	// skip names the cases that have no form in this payload.
+	skip map[string]bool
 }
 
 type handler func(ctx context.Context, req apigw.Request) (apigw.Response, error)
@@ -142,6 +159,9 @@ type invoker func(ctx context.Context, r request) (apigw.Response, error)
 var payloads = []payload{
 	{name: "v2", wrap: wrapVersion[events.APIGatewayV2HTTPRequest, events.APIGatewayV2HTTPResponse](v2Event)},
 	{name: "v1", wrap: wrapVersion[events.APIGatewayProxyRequest, events.APIGatewayProxyResponse](v1Event)},
+	{name: "function-url", wrap: wrapShape[events.LambdaFunctionURLRequest, events.LambdaFunctionURLResponse](functionURLEvent, functionURLClaims), skip: noLambdaAuthorizer},
+	{name: "alb", wrap: wrapShape[events.ALBTargetGroupRequest, events.ALBTargetGroupResponse](albEvent, albClaims), skip: noLambdaAuthorizer},
+	middlewarePayload("net/http", ServeMux),
 }
 
 func wrapVersion[Req apigw.AnyRequest, Resp apigw.AnyResponse](event func(request) Req) func(*testing.T, handler, idempotency.Config) invoker {

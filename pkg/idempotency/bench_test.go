@@ -1,0 +1,117 @@
+package idempotency_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/google/uuid"
+
+	"github.com/ichido/ichido/pkg/idempotency"
+)
+
+// The benchmarks measure the decorator's own cost on an in-memory store
+// (what a real store adds is measured by make bench): a first request that
+// claims and completes, and a replay.
+
+func benchConfig() idempotency.Config {
+	return idempotency.Config{Store: newMemStore(), Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Metrics: io.Discard}
+}
+
+func benchRequest(key string) events.APIGatewayV2HTTPRequest {
+	req := events.APIGatewayV2HTTPRequest{
+		RawPath: "/tasks",
+		Headers: map[string]string{"idempotency-key": key, "content-type": "application/json"},
+		Body:    `{"title":"Write the deploy guide","due_date":"2026-12-31"}`,
+	}
+	req.RequestContext.HTTP.Method = http.MethodPost
+	req.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
+		JWT: &events.APIGatewayV2HTTPRequestContextAuthorizerJWTDescription{Claims: map[string]string{"sub": "5f0c7d2e-0c1a-4c3b-9a57-2f1e6f2b9d01"}},
+	}
+	return req
+}
+
+func BenchmarkWrapFirstRequest(b *testing.B) {
+	h, err := idempotency.Wrap(v2Handler(created), benchConfig())
+	if err != nil {
+		b.Fatal(err)
+	}
+	reqs := make([]events.APIGatewayV2HTTPRequest, b.N)
+	for i := range reqs {
+		reqs[i] = benchRequest(uuid.NewString())
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		if _, err := h(context.Background(), reqs[i]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkWrapReplay(b *testing.B) {
+	h, err := idempotency.Wrap(v2Handler(created), benchConfig())
+	if err != nil {
+		b.Fatal(err)
+	}
+	req := benchRequest(uuid.NewString())
+	if _, err := h(context.Background(), req); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if _, err := h(context.Background(), req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkFunctionReplay(b *testing.B) {
+	f, err := idempotency.Function(func(_ context.Context, id string) (map[string]string, error) {
+		return map[string]string{"id": id, "status": "done"}, nil
+	}, idempotency.FunctionConfig[string]{
+		Store: newMemStore(), Name: "bench",
+		Key:    func(_ context.Context, id string) (string, error) { return id, nil },
+		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Metrics: io.Discard,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := f(context.Background(), "task-1"); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if _, err := f(context.Background(), "task-1"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkSQSBatch is a batch of 10 new records, per batch.
+func BenchmarkSQSBatch(b *testing.B) {
+	h, err := idempotency.SQSHandler(func(context.Context, events.SQSMessage) error { return nil },
+		idempotency.FunctionConfig[events.SQSMessage]{Store: newMemStore(), Name: "bench",
+			Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Metrics: io.Discard})
+	if err != nil {
+		b.Fatal(err)
+	}
+	batches := make([]events.SQSEvent, b.N)
+	for i := range batches {
+		for range 10 {
+			batches[i].Records = append(batches[i].Records, events.SQSMessage{MessageId: uuid.NewString(), Body: `{"event_id":"e"}`})
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		if _, err := h(context.Background(), batches[i]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

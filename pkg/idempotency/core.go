@@ -1,0 +1,288 @@
+package idempotency
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/ichido/ichido/pkg/apigw"
+)
+
+// engine is the one claim–run–finish flow behind every shape this package
+// offers: Wrap (API Gateway, Function URLs, ALB), Middleware (net/http),
+// Function (any typed function) and SQSHandler. Each shape turns its input
+// into a Ref and a fingerprint, lets the engine claim, decides what a
+// record that is not its own means for its caller, and hands the work to
+// execute, which runs it and completes or releases the record.
+type engine struct {
+	store         Store
+	ttl           time.Duration
+	maxLease      time.Duration
+	leaseMargin   time.Duration
+	finishTimeout time.Duration
+	owner         func(ctx context.Context) string
+	clock         func() time.Time
+	logger        *slog.Logger
+	metrics       *metricsWriter
+}
+
+// newEngine returns the engine of a defaulted Config.
+func newEngine(cfg Config) *engine {
+	return &engine{
+		store:         cfg.Store,
+		ttl:           cfg.TTL,
+		maxLease:      cfg.MaxLease,
+		leaseMargin:   cfg.LeaseMargin,
+		finishTimeout: cfg.FinishTimeout,
+		owner:         cfg.Owner,
+		clock:         cfg.Clock,
+		logger:        cfg.Logger,
+		metrics:       &metricsWriter{w: cfg.Metrics, namespace: cfg.Namespace},
+	}
+}
+
+// claimRecoveryTimeout bounds the release that follows a failed claim
+// (recoverClaim). It runs detached from the invocation's cancellation, since
+// a claim that timed out may well have committed; the caller is waiting for
+// its refusal meanwhile, so the bound is short.
+const claimRecoveryTimeout = 2 * time.Second
+
+// Pauses between the attempts of a Complete or Release that failed
+// (finish): from the first pause, doubling up to the longest.
+const (
+	firstRetryPause   = 50 * time.Millisecond
+	longestRetryPause = time.Second
+)
+
+// claim makes the one claim round trip for (userID, key) with the request
+// fingerprint hash, on behalf of a new owner token: the lease runs to the
+// invocation's deadline plus the margin, never past MaxLease from now. A
+// claim that fails is recovered from (recoverClaim).
+func (e *engine) claim(ctx context.Context, obs *observation, userID, key, hash string) (Ref, ClaimResult, error) {
+	ref := Ref{UserID: userID, Key: key, Owner: e.owner(ctx)}
+	obs.owner = ref.Owner
+	now := e.clock()
+	c := Claim{
+		Ref:         ref,
+		RequestHash: hash,
+		Now:         now,
+		LeaseUntil:  leaseUntil(ctx, now, time.Now(), e.leaseMargin, e.maxLease),
+		ExpiresAt:   now.Add(e.ttl),
+	}
+	var res ClaimResult
+	err := obs.timed("claim", func() (err error) {
+		res, err = e.store.Claim(ctx, c)
+		return err
+	})
+	if err != nil {
+		if res, err = e.recoverClaim(ctx, c, err, obs); err != nil {
+			obs.err = err
+			return ref, ClaimResult{}, storeFailure("claim", err)
+		}
+	}
+	if res.Claimed {
+		obs.claimed = true
+	}
+	return ref, res, nil
+}
+
+// recoverClaim handles a failed claim. A claim can commit and still fail on
+// its way back (a timeout, a reset connection); left alone, that record
+// would lock the key for the whole lease although no work ever ran, and
+// every retry would be refused as in progress. So the claim is tried once
+// more with the same owner token, which the Store counts as claimed when
+// the first attempt had committed; if that fails too, the record is
+// released with the same token. Both are safe: the work has not run, and
+// the owner token fences off any record another invocation holds. The
+// release runs even after the invocation's context is done, bounded by
+// claimRecoveryTimeout.
+func (e *engine) recoverClaim(ctx context.Context, c Claim, first error, obs *observation) (ClaimResult, error) {
+	if ctx.Err() == nil {
+		var res ClaimResult
+		err := obs.timed("claim", func() (err error) {
+			res, err = e.store.Claim(ctx, c)
+			return err
+		})
+		if err == nil {
+			obs.err = fmt.Errorf("claim recovered after a failed attempt: %w", first)
+			return res, nil
+		}
+		first = errors.Join(first, err)
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimRecoveryTimeout)
+	defer cancel()
+	err := obs.timed("release", func() error { return e.store.Release(rctx, c.Ref) })
+	switch {
+	case err == nil:
+		return ClaimResult{}, fmt.Errorf("%w (the claim had committed and was released)", first)
+	case errors.Is(err, ErrLeaseLost):
+		return ClaimResult{}, first // nothing of ours was stored
+	default:
+		return ClaimResult{}, errors.Join(first, fmt.Errorf("release after the failed claim: %w", err))
+	}
+}
+
+// storeFailure makes sure a claim failure reaches the caller as a
+// *StoreError, whatever the Store returned, so that errors.As always finds
+// one.
+func storeFailure(op string, err error) error {
+	var se *StoreError
+	if errors.As(err, &se) {
+		return err
+	}
+	return &StoreError{Op: op, Err: err}
+}
+
+// work is what a shape runs on a claimed record. It returns the response to
+// store (keep true) or nothing to store (keep false: the record is
+// released, as after a transient failure); an error releases the record too.
+type work func(ctx context.Context) (resp StoredResponse, keep bool, err error)
+
+// execute runs w on the record that ref claimed and then completes it with
+// w's response, or releases it when w fails, panics or keeps nothing. It
+// returns w's error; a panic goes on after the release. The handler's
+// context carries state, through which AtomicCompletion, AtomicResult and
+// DoNotStore reach this run.
+func (e *engine) execute(ctx context.Context, state *runState, obs *observation, w work) (err error) {
+	ctx = context.WithValue(ctx, runKey{}, state)
+	start := time.Now()
+	returned := false
+	defer func() {
+		if returned {
+			return
+		}
+		// The work panicked (or called runtime.Goexit): free the key for the
+		// retry, then let the panic go on.
+		v := recover()
+		obs.handler, obs.handlerMS = "panic", msSince(start)
+		e.release(ctx, state.ref, obs)
+		if v != nil {
+			panic(v)
+		}
+	}()
+	resp, keep, err := w(ctx)
+	returned = true
+	obs.handlerMS = msSince(start)
+
+	switch {
+	case err != nil:
+		obs.handler = "error"
+		obs.err = err
+		e.release(ctx, state.ref, obs)
+		return err
+	case !keep || state.doNotStore.Load():
+		obs.handler = "ok"
+		e.release(ctx, state.ref, obs)
+		return nil
+	case state.takenOver.Load():
+		// The work completed the record in its own transaction.
+		obs.handler = "ok"
+		obs.outcome = OutcomeCompleted
+		return nil
+	}
+	obs.handler = "ok"
+	e.complete(ctx, state.ref, resp, obs)
+	return nil
+}
+
+// complete stores the response. On ErrLeaseLost nothing is stored (another
+// invocation owns the key now). A failing store is retried within the
+// finish timeout (finish); when it keeps failing, the record is left in
+// progress until its lease runs out rather than released, since the work
+// is done and a release would invite an immediate second run.
+func (e *engine) complete(ctx context.Context, ref Ref, resp StoredResponse, obs *observation) {
+	err := e.finish(ctx, "complete", obs, func(ctx context.Context) error {
+		now := e.clock()
+		return e.store.Complete(ctx, Completion{Ref: ref, Response: resp, Now: now, ExpiresAt: now.Add(e.ttl)})
+	})
+	obs.outcome = finishOutcome(err, OutcomeCompleted)
+	if err != nil {
+		obs.err = errors.Join(obs.err, err)
+	}
+}
+
+// release deletes the claimed record so that the next attempt runs again,
+// retried like complete.
+func (e *engine) release(ctx context.Context, ref Ref, obs *observation) {
+	err := e.finish(ctx, "release", obs, func(ctx context.Context) error { return e.store.Release(ctx, ref) })
+	obs.outcome = finishOutcome(err, OutcomeReleased)
+	if err != nil {
+		obs.err = errors.Join(obs.err, err)
+	}
+}
+
+// finish makes a Complete or Release call until it succeeds, returns
+// ErrLeaseLost, or the finish timeout has passed, pausing longer after each
+// failure. It runs detached from the invocation's cancellation: the work is
+// done and must be recorded even if the caller went away. A call whose
+// reply was lost after it committed is answered ErrLeaseLost when repeated
+// (the record is no longer in progress), which is logged as such.
+func (e *engine) finish(ctx context.Context, op string, obs *observation, call func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.finishTimeout)
+	defer cancel()
+	pause := firstRetryPause
+	for attempt := 1; ; attempt++ {
+		err := obs.timed(op, func() error { return call(ctx) })
+		if errors.Is(err, ErrLeaseLost) && attempt > 1 {
+			return fmt.Errorf("%w (after a failed attempt, which may have committed)", err)
+		}
+		if err == nil || errors.Is(err, ErrLeaseLost) {
+			return err
+		}
+		deadline, _ := ctx.Deadline()
+		if time.Until(deadline) <= pause {
+			return err
+		}
+		timer := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return err
+		case <-timer.C:
+		}
+		pause = min(2*pause, longestRetryPause)
+	}
+}
+
+// completion returns the Completion that stores resp on the run's record,
+// for a handler that writes it in its own transaction.
+func (e *engine) completion(ref Ref, resp StoredResponse) Completion {
+	now := e.clock()
+	return Completion{Ref: ref, Response: resp, Now: now, ExpiresAt: now.Add(e.ttl)}
+}
+
+// runState is one claimed run, shared with AtomicCompletion, AtomicResult
+// and DoNotStore through the handler's context.
+type runState struct {
+	e   *engine
+	ref Ref
+	// stored turns an HTTP response into what is kept; set by Wrap and
+	// Middleware (nil for functions, whose results AtomicResult encodes).
+	stored func(apigw.Response) StoredResponse
+	// takenOver is set when the handler took the completion into its own
+	// transaction; the engine then does not complete the record again.
+	takenOver atomic.Bool
+	// doNotStore is set by DoNotStore: the engine releases the record
+	// instead of completing it.
+	doNotStore atomic.Bool
+}
+
+type runKey struct{}
+
+// currentRun returns the run that ctx belongs to.
+func currentRun(ctx context.Context) (*runState, bool) {
+	run, ok := ctx.Value(runKey{}).(*runState)
+	return run, ok
+}
+
+// takeOver hands the completion of the run to its handler, once, and
+// returns the Completion to write.
+func (r *runState) takeOver(resp StoredResponse) (Completion, bool) {
+	if r.doNotStore.Load() || !r.takenOver.CompareAndSwap(false, true) {
+		return Completion{}, false
+	}
+	return r.e.completion(r.ref, resp), true
+}

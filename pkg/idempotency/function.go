@@ -1,0 +1,399 @@
+package idempotency
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+)
+
+// FunctionConfig configures Function and SQSHandler. Store, Name and (for
+// Function) Key are required; the zero value of every other field takes the
+// documented default.
+type FunctionConfig[In any] struct {
+	// Store keeps the records. Required.
+	Store Store
+
+	// Name names the work, e.g. "record-task-activity". It scopes the keys:
+	// two functions given the same key never share a record. Keep it stable
+	// across deployments: a new name forgets every key. Required.
+	Name string
+
+	// Key returns the idempotency key of an input: what makes two inputs
+	// "the same work", such as an event id or a message id. It must not
+	// depend on anything that changes between deliveries of the same work
+	// (receive counts, timestamps of delivery). An empty key, or an error,
+	// fails the call before anything runs (ErrNoKey, or the error wrapped).
+	// Required for Function; SQSHandler defaults it to the message id
+	// (SQSMessageID).
+	Key func(ctx context.Context, in In) (string, error)
+
+	// Scope, when set, returns a further scope of the key (a user, a
+	// tenant): the same key in two scopes names two records. An error
+	// fails the call before anything runs. Defaults to none: keys are
+	// scoped by Name only.
+	Scope func(ctx context.Context, in In) (string, error)
+
+	// Payload, when set, returns the part of the input a repeat must carry
+	// unchanged; a call whose key is known but whose payload differs fails
+	// with ErrKeyReused instead of being answered with another input's
+	// result. JSON payloads are compared canonically (key order and white
+	// space do not count). Defaults to none: the key alone decides.
+	Payload func(in In) ([]byte, error)
+
+	// TTL is how long a record lives: an in-progress record expires TTL
+	// after its claim, a completed one TTL after its completion. Make it
+	// longer than the longest time a repeat can arrive after the first
+	// (for SQS, the queue's retention period). Defaults to 24h (DefaultTTL).
+	TTL time.Duration
+
+	// MaxLease bounds how long a claim protects a record whose owner
+	// neither completed nor released it (it crashed or timed out). The lease
+	// ends at the invocation's deadline (ctx.Deadline()) plus LeaseMargin,
+	// never later than now + MaxLease; with no deadline, at now + MaxLease.
+	// Defaults to 15m (DefaultMaxLease).
+	MaxLease time.Duration
+
+	// LeaseMargin is added to the invocation's deadline when computing the
+	// lease. Defaults to 2s (DefaultLeaseMargin).
+	LeaseMargin time.Duration
+
+	// FinishTimeout bounds completing or releasing a record after the
+	// function returned, retries included (see Config.FinishTimeout).
+	// Defaults to 5s (DefaultFinishTimeout).
+	FinishTimeout time.Duration
+
+	// Owner returns the owner token of a call's claim. It must be unique
+	// per call: one invocation may call the function many times (an SQS
+	// batch does, once per record), and a call must never count as the
+	// owner of a record another call of the same invocation left in
+	// progress. Defaults to the Lambda request id (lambdacontext.FromContext)
+	// followed by "/" and a random 64-bit hex suffix per call, else a random
+	// 128-bit hex token per call.
+	Owner func(ctx context.Context) string
+
+	// Clock returns the current time; every expiry and lease is computed
+	// from it. Defaults to time.Now.
+	Clock func() time.Time
+
+	// Logger receives one line per call. Defaults to a JSON logger on
+	// standard output.
+	Logger *slog.Logger
+
+	// Metrics receives one CloudWatch Embedded Metric Format line per call.
+	// Defaults to standard output; use io.Discard to turn metrics off.
+	Metrics io.Writer
+
+	// Namespace is the CloudWatch namespace of the metrics. Defaults to
+	// "ichido" (DefaultNamespace).
+	Namespace string
+}
+
+// common is c's settings shared with Config, so that both take their
+// defaults, and build their engine, in one place.
+func (c FunctionConfig[In]) common() Config {
+	return Config{
+		Store:         c.Store,
+		TTL:           c.TTL,
+		MaxLease:      c.MaxLease,
+		LeaseMargin:   c.LeaseMargin,
+		FinishTimeout: c.FinishTimeout,
+		Owner:         c.Owner,
+		Clock:         c.Clock,
+		Logger:        c.Logger,
+		Metrics:       c.Metrics,
+		Namespace:     c.Namespace,
+	}
+}
+
+// withDefaults returns a copy of c with every zero field but Key set to its
+// default (Config's).
+func (c FunctionConfig[In]) withDefaults() FunctionConfig[In] {
+	if c.Owner == nil {
+		c.Owner = callOwner
+	}
+	d := c.common().withDefaults()
+	c.TTL, c.MaxLease, c.LeaseMargin, c.FinishTimeout = d.TTL, d.MaxLease, d.LeaseMargin, d.FinishTimeout
+	c.Owner, c.Clock, c.Logger, c.Metrics, c.Namespace = d.Owner, d.Clock, d.Logger, d.Metrics, d.Namespace
+	return c
+}
+
+// validate reports every problem of a defaulted FunctionConfig at once.
+func (c FunctionConfig[In]) validate() error {
+	var errs []error
+	if c.Store == nil {
+		errs = append(errs, errors.New("FunctionConfig.Store is nil: pass a Store, e.g. pgstore.New(pool, nil)"))
+	}
+	if c.Name == "" {
+		errs = append(errs, errors.New("FunctionConfig.Name is empty: name the work (e.g. \"record-task-activity\"); it scopes the keys"))
+	}
+	if c.Key == nil {
+		errs = append(errs, errors.New("FunctionConfig.Key is nil: pass a function that returns the input's idempotency key (an event id, a message id)"))
+	}
+	if c.TTL < 0 {
+		errs = append(errs, fmt.Errorf("FunctionConfig.TTL is %v: use a positive duration, or 0 for the default %v", c.TTL, DefaultTTL))
+	}
+	if c.MaxLease < 0 {
+		errs = append(errs, fmt.Errorf("FunctionConfig.MaxLease is %v: use a positive duration, or 0 for the default %v", c.MaxLease, DefaultMaxLease))
+	}
+	if c.FinishTimeout < 0 {
+		errs = append(errs, fmt.Errorf("FunctionConfig.FinishTimeout is %v: use a positive duration, or 0 for the default %v", c.FinishTimeout, DefaultFinishTimeout))
+	}
+	if c.LeaseMargin < 0 {
+		errs = append(errs, fmt.Errorf("FunctionConfig.LeaseMargin is %v: use a positive duration, or 0 for the default %v", c.LeaseMargin, DefaultLeaseMargin))
+	}
+	if c.TTL > 0 && c.MaxLease > c.TTL {
+		errs = append(errs, fmt.Errorf("FunctionConfig.MaxLease (%v) is longer than FunctionConfig.TTL (%v): a record would expire while its lease still protects it; raise TTL or lower MaxLease", c.MaxLease, c.TTL))
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("idempotency: invalid FunctionConfig: %w", errors.Join(errs...))
+}
+
+// Function returns a function that behaves like fn and runs it at most once
+// per key (cfg.Key of the input) while the key's record lives: a repeat of
+// a call that succeeded gets the first result back, decoded from the JSON it
+// was stored as, without running fn. The rules are those of Wrap:
+//
+//   - one claim round trip decides; the claim's lease ends at the caller's
+//     deadline (ctx.Deadline()) plus cfg.LeaseMargin, so a crashed owner's
+//     key is taken over once its lease ran out;
+//   - completion and release are fenced by the owner token: a call whose
+//     lease was taken over stores nothing;
+//   - when fn returns an error or panics, the record is released so that a
+//     retry runs fn again; the caller gets fn's own error (a panic goes on);
+//   - a repeat while the first call still runs fails with ErrInProgress, and
+//     fn does not run twice;
+//   - when the store cannot be reached the call fails with a *StoreError
+//     and fn does not run (fail closed), so that the trigger retries.
+//
+// Out must encode as JSON (encoding/json); a result that does not is
+// returned as an error and its record released. A repeat gets the result
+// as json.Unmarshal decodes it into Out: unexported fields and what JSON
+// cannot carry are not repeated.
+//
+// Inside fn, DoNotStore makes this call's result not count (the record is
+// released), and AtomicResult lets fn complete the record in its own
+// database transaction.
+//
+// Function returns an error, and no function, when fn is nil or cfg is
+// invalid; the message names the field to fix.
+func Function[In, Out any](fn func(context.Context, In) (Out, error), cfg FunctionConfig[In]) (func(context.Context, In) (Out, error), error) {
+	if fn == nil {
+		return nil, errors.New("idempotency: Function needs a function, got nil")
+	}
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	f := &function[In, Out]{cfg: cfg, e: newEngine(cfg.common()), fn: fn}
+	return f.call, nil
+}
+
+// function is one function made idempotent by Function.
+type function[In, Out any] struct {
+	cfg FunctionConfig[In]
+	e   *engine
+	fn  func(context.Context, In) (Out, error)
+}
+
+// call is the flow of one call: key, claim, then run, replay or refuse.
+func (f *function[In, Out]) call(ctx context.Context, in In) (out Out, err error) {
+	obs := &observation{start: f.cfg.Clock(), function: f.cfg.Name}
+	defer func() { obs.emit(ctx, f.cfg.Logger, f.e.metrics) }()
+
+	key, scope, hash, err := f.identify(ctx, in)
+	if err != nil {
+		obs.outcome, obs.err = OutcomeRejected, err
+		return out, err
+	}
+	obs.key, obs.user = key, scope
+
+	ref, res, err := f.e.claim(ctx, obs, scopeID(f.cfg.Name, scope), keyID(key), hash)
+	if err != nil {
+		obs.outcome = OutcomeStoreError
+		return out, err
+	}
+	if !res.Claimed {
+		rec := res.Record
+		switch {
+		case rec.RequestHash != hash:
+			obs.outcome = OutcomeMismatch
+			return out, fmt.Errorf("%w: key %q", ErrKeyReused, key)
+		case rec.Status == StatusInProgress:
+			obs.outcome = OutcomeInProgress
+			return out, fmt.Errorf("%w: key %q", ErrInProgress, key)
+		case rec.Status == StatusCompleted && rec.Response != nil:
+			obs.outcome = OutcomeReplayed
+			if err := json.Unmarshal([]byte(rec.Response.Body), &out); err != nil {
+				obs.err = err
+				return out, fmt.Errorf("idempotency: the stored result of key %q does not decode as %T: %w", key, out, err)
+			}
+			return out, nil
+		default:
+			obs.outcome = OutcomeStoreError
+			obs.err = fmt.Errorf("store returned an unusable record: status %q, response present %t", rec.Status, rec.Response != nil)
+			return out, &StoreError{Op: "claim", Err: obs.err}
+		}
+	}
+
+	state := &runState{e: f.e, ref: ref}
+	err = f.e.execute(ctx, state, obs, func(ctx context.Context) (StoredResponse, bool, error) {
+		var err error
+		out, err = f.fn(ctx, in)
+		if err != nil {
+			return StoredResponse{}, false, err
+		}
+		resp, err := resultResponse(out)
+		if err != nil {
+			return StoredResponse{}, false, fmt.Errorf("idempotency: the result of %s cannot be stored: %w", f.cfg.Name, err)
+		}
+		return resp, true, nil
+	})
+	return out, err
+}
+
+// identify returns the key, the scope and the payload's fingerprint of in.
+func (f *function[In, Out]) identify(ctx context.Context, in In) (key, scope, hash string, err error) {
+	key, err = f.cfg.Key(ctx, in)
+	if err != nil {
+		return "", "", "", fmt.Errorf("idempotency: the key of a %s input: %w", f.cfg.Name, err)
+	}
+	if key == "" {
+		return "", "", "", fmt.Errorf("%w (%s)", ErrNoKey, f.cfg.Name)
+	}
+	if f.cfg.Scope != nil {
+		if scope, err = f.cfg.Scope(ctx, in); err != nil {
+			return "", "", "", fmt.Errorf("idempotency: the scope of a %s input: %w", f.cfg.Name, err)
+		}
+	}
+	var payload []byte
+	if f.cfg.Payload != nil {
+		if payload, err = f.cfg.Payload(in); err != nil {
+			return "", "", "", fmt.Errorf("idempotency: the payload of a %s input: %w", f.cfg.Name, err)
+		}
+	}
+	return key, scope, payloadHash(f.cfg.Name, f.cfg.Payload != nil, payload), nil
+}
+
+// resultResponse is how a function's result is kept: its JSON as the body
+// of a 200 application/json response, so that every Store keeps it as it
+// keeps an HTTP response.
+func resultResponse(out any) (StoredResponse, error) {
+	body, err := json.Marshal(out)
+	if err != nil {
+		return StoredResponse{}, err
+	}
+	return StoredResponse{
+		StatusCode: http.StatusOK,
+		Headers:    map[string]string{"Content-Type": "application/json"},
+		Body:       string(body),
+	}, nil
+}
+
+// callOwner is the default owner token of a function call: the
+// invocation's (defaultOwner), made unique per call.
+func callOwner(ctx context.Context) string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return defaultOwner(ctx) + "/" + hex.EncodeToString(b[:])
+}
+
+// Version strings of the derived identifiers; a change of framing changes
+// them, so an old identifier never equals a new one.
+const (
+	derivedIDVersion   = "ichido-derived-id-v1"
+	payloadHashVersion = "ichido-payload-hash-v1"
+)
+
+// scopeID is the Store's UserID for a function's scope: a UUID derived from
+// the function's name and the scope, since every Store keys records by a
+// UUID user (ADR 0080).
+func scopeID(name, scope string) string { return derivedUUID("scope", name, scope) }
+
+// keyID is the Store's Key for a function's key: a UUID derived from it, so
+// that any key (a message id, an event id, a long string) fits the Store's
+// 36-character keys.
+func keyID(key string) string { return derivedUUID("key", key) }
+
+// derivedUUID returns a UUID version 8 (RFC 9562's custom version) made of
+// the first 122 bits of a SHA-256 over the framed parts.
+func derivedUUID(parts ...string) string {
+	h := sha256.New()
+	writePart(h, []byte(derivedIDVersion))
+	for _, p := range parts {
+		writePart(h, bytesOf(p))
+	}
+	var b [16]byte
+	copy(b[:], h.Sum(nil))
+	b[6] = b[6]&0x0f | 0x80 // version 8
+	b[8] = b[8]&0x3f | 0x80 // RFC 4122 variant
+	var s [36]byte
+	hex.Encode(s[0:8], b[0:4])
+	s[8] = '-'
+	hex.Encode(s[9:13], b[4:6])
+	s[13] = '-'
+	hex.Encode(s[14:18], b[6:8])
+	s[18] = '-'
+	hex.Encode(s[19:23], b[8:10])
+	s[23] = '-'
+	hex.Encode(s[24:36], b[10:16])
+	return string(s[:])
+}
+
+// payloadHash is a function call's fingerprint: over the function's name
+// and, when a Payload function is configured, the payload (canonicalised
+// as the request fingerprint canonicalises a JSON body, when it is JSON).
+// Without one every call of the function has the same fingerprint, so that
+// the key alone decides.
+func payloadHash(name string, checked bool, payload []byte) string {
+	head := func(h hash.Hash, kind string) {
+		writePart(h, []byte(payloadHashVersion))
+		writePart(h, bytesOf(name))
+		writePart(h, []byte(kind))
+	}
+	h := sha256.New()
+	switch {
+	case !checked:
+		head(h, "none")
+	default:
+		head(h, "json")
+		if !canonicalJSON(h, payload) {
+			h.Reset()
+			head(h, "raw")
+			writePart(h, payload)
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// AtomicResult is AtomicCompletion for a function run by Function or
+// SQSHandler: called inside fn with the result fn is about to return, it
+// returns the Completion to write with the store's transactional method
+// (pgstore's CompleteInTx) in fn's own transaction, and the engine then
+// does not complete the record itself. If fn then fails, the record is
+// released as usual.
+//
+// It reports false, and changes nothing, outside such a call, after
+// DoNotStore, when called a second time, or when out does not encode as
+// JSON.
+func AtomicResult[Out any](ctx context.Context, out Out) (Completion, bool) {
+	run, ok := currentRun(ctx)
+	if !ok || run.stored != nil {
+		return Completion{}, false
+	}
+	resp, err := resultResponse(out)
+	if err != nil {
+		return Completion{}, false
+	}
+	return run.takeOver(resp)
+}

@@ -1,0 +1,101 @@
+package idempotency
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/ichido/ichido/pkg/apigw"
+)
+
+// The user extractors below are for the shapes that have no API Gateway
+// authorizer: Lambda Function URLs, ALB targets, plain HTTP servers. Each
+// reads only an identity that something trusted established (IAM's SigV4
+// check, the load balancer's authentication, a verifier the caller gives),
+// never a header or a body field that a client could simply set.
+
+// IAMPrincipal is the UserIDFunc of a Lambda Function URL with AuthType
+// AWS_IAM: the user is the IAM principal that signed the request
+// (requestContext.authorizer.iam), mapped to a stable UUID derived from its
+// account and ARN. The session name of an assumed role is left out, so that
+// a caller that assumes its role again between two retries keeps its keys;
+// two different roles or users never share them. A request without an IAM
+// identity (AuthType NONE) has no user and is refused with 401.
+func IAMPrincipal(_ context.Context, req apigw.Request) (string, error) {
+	if req.IAM == nil || req.IAM.AccountID == "" || req.IAM.UserARN == "" {
+		return "", nil
+	}
+	return derivedUUID("iam", req.IAM.AccountID, principalARN(req.IAM.UserARN)), nil
+}
+
+// principalARN drops the session of an assumed role's ARN
+// (arn:aws:sts::123456789012:assumed-role/Role/session becomes
+// arn:aws:sts::123456789012:assumed-role/Role).
+func principalARN(arn string) string {
+	if i := strings.Index(arn, ":assumed-role/"); i >= 0 {
+		rest := arn[i+len(":assumed-role/"):]
+		if j := strings.IndexByte(rest, '/'); j >= 0 {
+			return arn[:i+len(":assumed-role/")+j]
+		}
+	}
+	return arn
+}
+
+// BearerToken returns a UserIDFunc for a shape without an authorizer (a
+// Function URL with AuthType NONE, an ALB target without authentication, a
+// plain HTTP server) whose callers send "Authorization: Bearer <token>":
+// verify checks the token (its signature, issuer, audience and expiry:
+// the work API Gateway's JWT authorizer would have done) and returns the
+// user, a UUID. A request without a bearer token has no user (401); an
+// error from verify is logged and answered with 401 as well.
+func BearerToken(verify func(ctx context.Context, token string) (string, error)) UserIDFunc {
+	return func(ctx context.Context, req apigw.Request) (string, error) {
+		values := req.Header("Authorization")
+		if len(values) != 1 {
+			return "", nil
+		}
+		scheme, token, ok := strings.Cut(strings.TrimSpace(values[0]), " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
+			return "", nil
+		}
+		return verify(ctx, strings.TrimSpace(token))
+	}
+}
+
+// ALBOIDCDataHeader is the header in which an Application Load Balancer's
+// authenticate-oidc or authenticate-cognito action passes the user's
+// claims, as a JWT that the load balancer signs (ES256, its key published
+// per region).
+const ALBOIDCDataHeader = "x-amzn-oidc-data"
+
+// ALBOIDC returns the UserIDFunc of an ALB target behind a listener rule
+// that authenticates users (authenticate-oidc or authenticate-cognito):
+// verify checks the x-amzn-oidc-data JWT's signature against the load
+// balancer's public key (and its signer field against the load balancer's
+// ARN) and returns the user, a UUID (a Cognito sub is one; map another
+// identity provider's subject to one). The claims are only ever trusted
+// after that check, since a target reachable other than through the rule
+// receives whatever headers the client sent. A request without the header
+// has no user (401).
+func ALBOIDC(verify func(ctx context.Context, oidcData string) (string, error)) UserIDFunc {
+	return func(ctx context.Context, req apigw.Request) (string, error) {
+		values := req.Header(ALBOIDCDataHeader)
+		switch len(values) {
+		case 0:
+			return "", nil
+		case 1:
+			return verify(ctx, values[0])
+		}
+		return "", errors.New("more than one x-amzn-oidc-data header")
+	}
+}
+
+// StaticUserID returns a UserIDFunc that gives every request the same user,
+// id (a UUID), for an endpoint with no caller identity at all (a webhook
+// receiver that checks the sender's signature itself, an internal service
+// behind a private network): the keys are then shared by every caller, so
+// two callers sending the same key get one answer. Use it only where the
+// keys are unique by construction (the sender's delivery ids).
+func StaticUserID(id string) UserIDFunc {
+	return func(context.Context, apigw.Request) (string, error) { return id, nil }
+}

@@ -1,0 +1,169 @@
+package idempotency
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"errors"
+	"io"
+	"net/http"
+	"unicode/utf8"
+
+	"github.com/ichido/ichido/pkg/apigw"
+	"github.com/ichido/ichido/pkg/problem"
+)
+
+// Middleware returns net/http middleware that gives the handler it wraps
+// exactly the HTTP contract of Wrap (see the package documentation): the
+// same protected methods, the same Idempotency-Key rules, the same
+// fingerprint (over the method, the escaped path, the query and the body),
+// the same problem+json refusals and codes, and a byte-for-byte replay of
+// the stored status, body and content headers marked Idempotent-Replayed:
+// true. It works with any router built on http.Handler (the standard
+// library's ServeMux, chi, gorilla/mux); mount it after the authentication
+// middleware.
+//
+// cfg is Wrap's Config, with two differences:
+//
+//   - Config.UserID is required: a plain HTTP server has no API Gateway
+//     authorizer, so the function must read the user that the
+//     authentication middleware put into the request's context (ctx is
+//     r.Context(); the apigw.Request it gets has no Claims). ContextUserID
+//     adapts a plain context reader.
+//   - The request body is read whole before the handler runs, at most
+//     Config.MaxBodyBytes (and no more is read); a larger one is refused
+//     with 413 payload_too_large before the store is consulted.
+//
+// Responses of protected requests are buffered: the handler's writes,
+// flushes included (http.Flusher is a no-op here, and the writer does not
+// unwrap to the connection's), reach the client when the handler returns,
+// whole, and are what is stored. A streamed response (server-sent events,
+// a long download) therefore arrives at once at the end; serve such
+// endpoints on a method that is not protected, where the middleware passes
+// the request through untouched and nothing is buffered. Hijacking a
+// protected request's connection is not supported.
+//
+// A handler that panics has its key released and the panic goes on (the
+// server aborts the response). Middleware returns an error, and no
+// middleware, when cfg is invalid.
+func Middleware(cfg Config) (func(http.Handler) http.Handler, error) {
+	if cfg.UserID == nil {
+		return nil, errors.New("idempotency: invalid Config: Config.UserID is nil: a net/http server has no API Gateway authorizer; pass a function that reads the user your authentication middleware put into the request's context (see ContextUserID)")
+	}
+	d, err := newDecorator(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !d.protects(r.Method) {
+				next.ServeHTTP(w, r)
+				return
+			}
+			// One byte past the limit is enough for the decorator to refuse
+			// the body with 413, after the user and key checks, as Wrap does.
+			body, err := io.ReadAll(io.LimitReader(r.Body, int64(d.cfg.MaxBodyBytes)+1))
+			if err != nil {
+				writeResponse(w, apigw.Problem(problem.New(http.StatusBadRequest, problem.CodeValidation, "The request body could not be read.")))
+				return
+			}
+			buf := &responseBuffer{header: http.Header{}}
+			answer, own, _ := d.serve(r.Context(), apigw.FromHTTPRequest(r, body), func(ctx context.Context) (apigw.Response, error) {
+				inner := r.WithContext(ctx)
+				inner.Body = io.NopCloser(bytes.NewReader(body))
+				inner.ContentLength = int64(len(body))
+				next.ServeHTTP(buf, inner)
+				return buf.response(), nil
+			})
+			if own {
+				buf.writeTo(w)
+				return
+			}
+			writeResponse(w, answer)
+		})
+	}, nil
+}
+
+// ContextUserID returns a Config.UserID for Middleware that reads the user
+// from the request's context through user, typically the accessor of the
+// authentication middleware ("" when there is none).
+func ContextUserID(user func(ctx context.Context) string) UserIDFunc {
+	return func(ctx context.Context, _ apigw.Request) (string, error) {
+		return user(ctx), nil
+	}
+}
+
+// responseBuffer buffers a protected request's response.
+type responseBuffer struct {
+	header      http.Header
+	status      int
+	body        bytes.Buffer
+	wroteHeader bool
+}
+
+func (w *responseBuffer) Header() http.Header { return w.header }
+
+func (w *responseBuffer) WriteHeader(status int) {
+	if w.wroteHeader || status < 200 && status >= 100 {
+		return // informational answers (103 Early Hints) are not kept
+	}
+	w.status, w.wroteHeader = status, true
+}
+
+func (w *responseBuffer) Write(p []byte) (int, error) {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.body.Write(p)
+}
+
+// Flush is a no-op: the response is sent whole when the handler returns.
+func (w *responseBuffer) Flush() {}
+
+// response is the buffered response as the decorator stores it: a body
+// that is not UTF-8 as base64.
+func (w *responseBuffer) response() apigw.Response {
+	status := w.status
+	if !w.wroteHeader {
+		status = http.StatusOK
+	}
+	resp := apigw.Response{StatusCode: status, Headers: w.header.Clone()}
+	if b := w.body.Bytes(); utf8.Valid(b) {
+		resp.Body = string(b)
+	} else {
+		resp.Body = base64.StdEncoding.EncodeToString(b)
+		resp.IsBase64Encoded = true
+	}
+	return resp
+}
+
+// writeTo sends the buffered response, every header the handler set
+// included, to w.
+func (w *responseBuffer) writeTo(out http.ResponseWriter) {
+	h := out.Header()
+	for name, values := range w.header {
+		h[name] = values
+	}
+	status := w.status
+	if !w.wroteHeader {
+		status = http.StatusOK
+	}
+	out.WriteHeader(status)
+	_, _ = out.Write(w.body.Bytes()) // the client went away; nothing to be done
+}
+
+// writeResponse writes a decorator's answer to w.
+func writeResponse(w http.ResponseWriter, resp apigw.Response) {
+	body := []byte(resp.Body)
+	if resp.IsBase64Encoded {
+		if decoded, err := base64.StdEncoding.DecodeString(resp.Body); err == nil {
+			body = decoded
+		}
+	}
+	h := w.Header()
+	for name, values := range resp.Headers {
+		h[name] = values
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, _ = w.Write(body) // the client went away; nothing to be done
+}

@@ -1,0 +1,44 @@
+package redisstore_test
+
+import (
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ichido/ichido/pkg/idempotency"
+	"github.com/ichido/ichido/pkg/idempotency/idempotencytest"
+	"github.com/ichido/ichido/pkg/idempotency/redisstore"
+	"github.com/ichido/ichido/pkg/redistest"
+)
+
+// TestFunctionBehaviour runs the behaviour table of Function and
+// SQSHandler on the Redis store.
+func TestFunctionBehaviour(t *testing.T) {
+	t.Parallel()
+	idempotencytest.RunFunctionBehaviour(t, func(t *testing.T) idempotency.Store {
+		return redisstore.New(redistest.NewClient(t), nil)
+	})
+}
+
+// storeAt is a store on its own client at url, as one more process would
+// have.
+func storeAt(t *testing.T, url string) idempotency.Store {
+	opts, err := redis.ParseURL(url)
+	require.NoError(t, err)
+	c := redis.NewClient(opts)
+	t.Cleanup(func() { _ = c.Close() })
+	return redisstore.New(c, nil)
+}
+
+// TestSQSBatchAcrossProcesses has 8 processes, each with its own client,
+// handle the same SQS batch at once: every record runs once.
+func TestSQSBatchAcrossProcesses(t *testing.T) {
+	t.Parallel()
+	idempotencytest.RunBatchAcrossProcesses(t, 8, "TestSQSBatchWorker", redistest.URL(t), storeAt)
+}
+
+// TestSQSBatchWorker is one process of TestSQSBatchAcrossProcesses.
+func TestSQSBatchWorker(t *testing.T) {
+	idempotencytest.BatchWorker(t, storeAt)
+}

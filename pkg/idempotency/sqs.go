@@ -1,0 +1,141 @@
+package idempotency
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/aws/aws-lambda-go/events"
+)
+
+// SQSBatchHandler is the Lambda handler of an SQS event source mapping with
+// ReportBatchItemFailures turned on.
+type SQSBatchHandler = func(context.Context, events.SQSEvent) (events.SQSEventResponse, error)
+
+// SQSMessageID is the default key of SQSHandler: the message id, which SQS
+// keeps across redeliveries of one message. A producer's retry of
+// SendMessage, or an SNS topic fanning out to the queue twice, makes a new
+// message with a new id; key by the body (SQSBodyKey) to catch those too.
+func SQSMessageID(_ context.Context, m events.SQSMessage) (string, error) {
+	return m.MessageId, nil
+}
+
+// SQSBodyKey returns a key function for SQSHandler that decodes the body as
+// JSON into T and returns key of it, typically the event's own id. A body
+// that does not decode fails its record before anything runs (it goes to
+// the dead-letter queue after the queue's maxReceiveCount).
+func SQSBodyKey[T any](key func(T) string) func(context.Context, events.SQSMessage) (string, error) {
+	return func(_ context.Context, m events.SQSMessage) (string, error) {
+		var v T
+		if err := json.Unmarshal([]byte(m.Body), &v); err != nil {
+			return "", fmt.Errorf("the body of message %s is not a JSON %T: %w", m.MessageId, v, err)
+		}
+		return key(v), nil
+	}
+}
+
+// SQSBody is a FunctionConfig.Payload for SQSHandler: the message body, so
+// that a message whose key was seen with another body fails (ErrKeyReused)
+// instead of being skipped as done.
+func SQSBody(m events.SQSMessage) ([]byte, error) { return []byte(m.Body), nil }
+
+// SQSHandler returns the handler of an SQS event source mapping that runs
+// fn once per record and key (cfg.Key, by default the message id) and
+// answers with the records to retry, for ReportBatchItemFailures:
+//
+//   - a record whose fn returns an error or panics is reported failed, and
+//     its key released, so that its redelivery runs fn again; the other
+//     records of the batch are not retried;
+//   - a record whose key completed before (a redelivered message, a
+//     duplicate) is skipped as done, without running fn;
+//   - a record whose key is in progress in another invocation is reported
+//     failed without running fn, so that it comes back after the
+//     visibility timeout and is then skipped or run;
+//   - when the store cannot be reached, records are reported failed and
+//     fn does not run for them (fail closed);
+//   - a record not yet started when the invocation's context is done is
+//     reported failed without running;
+//   - on a FIFO queue (an event source ARN ending in ".fifo") the first
+//     failure of a message group fails every later record of that group
+//     in the batch without running it, so that the group's order holds;
+//     other groups go on.
+//
+// Records run one after another in the batch's order. When no record
+// succeeds, the handler returns ErrBatchFailed as well, so that the batch
+// is retried even where ReportBatchItemFailures was left off; turn it on
+// all the same (template.yaml does), since otherwise a partly failed batch
+// is deleted whole.
+//
+// cfg is that of Function, with cfg.Key defaulting to SQSMessageID.
+// SQSHandler returns an error, and no handler, when fn is nil or cfg is
+// invalid.
+func SQSHandler(fn func(ctx context.Context, m events.SQSMessage) error, cfg FunctionConfig[events.SQSMessage]) (SQSBatchHandler, error) {
+	if fn == nil {
+		return nil, errors.New("idempotency: SQSHandler needs a function, got nil")
+	}
+	if cfg.Key == nil {
+		cfg.Key = SQSMessageID
+	}
+	once, err := Function(func(ctx context.Context, m events.SQSMessage) (struct{}, error) {
+		return struct{}{}, fn(ctx, m)
+	}, cfg)
+	if err != nil {
+		return nil, err
+	}
+	logger := cfg.withDefaults().Logger
+	return func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+		var resp events.SQSEventResponse
+		fail := func(m events.SQSMessage) {
+			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: m.MessageId})
+		}
+		failedGroups := map[string]bool{}
+		for _, m := range ev.Records {
+			fifo := strings.HasSuffix(m.EventSourceARN, ".fifo")
+			group := m.Attributes["MessageGroupId"]
+			switch {
+			case fifo && failedGroups[group]:
+				fail(m)
+				continue
+			case ctx.Err() != nil:
+				fail(m)
+				continue
+			}
+			if err := runRecord(ctx, once, m); err != nil {
+				logger.LogAttrs(ctx, recordLevel(err), "idempotency sqs record failed",
+					slog.String("function", cfg.Name), slog.String("message_id", m.MessageId), slog.String("error", err.Error()))
+				fail(m)
+				if fifo {
+					failedGroups[group] = true
+				}
+			}
+		}
+		if n := len(ev.Records); n > 0 && len(resp.BatchItemFailures) == n {
+			return resp, fmt.Errorf("%w (%d records)", ErrBatchFailed, n)
+		}
+		return resp, nil
+	}, nil
+}
+
+// runRecord runs one record, turning a panic (after the core released the
+// record's key) into an error, so that one bad record fails alone.
+func runRecord(ctx context.Context, once func(context.Context, events.SQSMessage) (struct{}, error), m events.SQSMessage) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("the record's function panicked: %v", v)
+		}
+	}()
+	_, err = once(ctx, m)
+	return err
+}
+
+// recordLevel is the level of a failed record's log line: a duplicate still
+// in progress elsewhere is expected, anything else is an error.
+func recordLevel(err error) slog.Level {
+	if errors.Is(err, ErrInProgress) {
+		return slog.LevelWarn
+	}
+	return slog.LevelError
+}
