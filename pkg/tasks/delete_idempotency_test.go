@@ -91,7 +91,9 @@ func TestDeleteWhoseCompletionFailed(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
-	clock := &settableClock{now: time.Now().UTC()}
+	// An hour in the past: stores decide takeover against the earlier of
+	// the caller's clock and their server's, so the clock moves in the past.
+	clock := &settableClock{now: time.Now().Add(-time.Hour).UTC()}
 	st := pgstore.New(e.db.Pool, nil)
 	wrap := func(s idempotency.Store) tasks.Handler {
 		h, err := idempotency.Wrap(e.api.Delete, idempotency.Config{
