@@ -214,23 +214,9 @@ func (c Config) validate() error {
 			errs = append(errs, fmt.Errorf("Config.Methods holds %s, a safe method that always passes through; remove it", m))
 		}
 	}
-	if c.TTL < 0 {
-		errs = append(errs, fmt.Errorf("Config.TTL is %v: use a positive duration, or 0 for the default %v", c.TTL, DefaultTTL))
-	}
-	if c.MaxLease < 0 {
-		errs = append(errs, fmt.Errorf("Config.MaxLease is %v: use a positive duration, or 0 for the default %v", c.MaxLease, DefaultMaxLease))
-	}
-	if c.LeaseMargin < 0 {
-		errs = append(errs, fmt.Errorf("Config.LeaseMargin is %v: use a positive duration, or 0 for the default %v", c.LeaseMargin, DefaultLeaseMargin))
-	}
+	errs = append(errs, validateTimes("Config", c.TTL, c.MaxLease, c.LeaseMargin, c.FinishTimeout)...)
 	if c.MaxBodyBytes < 0 {
 		errs = append(errs, fmt.Errorf("Config.MaxBodyBytes is %d: use a positive size, or 0 for the default %d", c.MaxBodyBytes, DefaultMaxBodyBytes))
-	}
-	if c.FinishTimeout < 0 {
-		errs = append(errs, fmt.Errorf("Config.FinishTimeout is %v: use a positive duration, or 0 for the default %v", c.FinishTimeout, DefaultFinishTimeout))
-	}
-	if c.TTL > 0 && c.MaxLease > c.TTL {
-		errs = append(errs, fmt.Errorf("Config.MaxLease (%v) is longer than Config.TTL (%v): a record would expire while its lease still protects it; raise TTL or lower MaxLease", c.MaxLease, c.TTL))
 	}
 	for _, h := range c.ReplayHeaders {
 		if h == "" || strings.ContainsAny(h, " \t\r\n:") {
@@ -241,6 +227,25 @@ func (c Config) validate() error {
 		return nil
 	}
 	return fmt.Errorf("idempotency: invalid Config: %w", errors.Join(errs...))
+}
+
+// validateTimes reports the problems of the durations that Config and
+// FunctionConfig share; typeName starts each message.
+func validateTimes(typeName string, ttl, maxLease, leaseMargin, finishTimeout time.Duration) []error {
+	var errs []error
+	negative := func(field string, v, def time.Duration) {
+		if v < 0 {
+			errs = append(errs, fmt.Errorf("%s.%s is %v: use a positive duration, or 0 for the default %v", typeName, field, v, def))
+		}
+	}
+	negative("TTL", ttl, DefaultTTL)
+	negative("MaxLease", maxLease, DefaultMaxLease)
+	negative("LeaseMargin", leaseMargin, DefaultLeaseMargin)
+	negative("FinishTimeout", finishTimeout, DefaultFinishTimeout)
+	if ttl > 0 && maxLease > ttl {
+		errs = append(errs, fmt.Errorf("%[1]s.MaxLease (%[2]v) is longer than %[1]s.TTL (%[3]v): a record would expire while its lease still protects it; raise TTL or lower MaxLease", typeName, maxLease, ttl))
+	}
+	return errs
 }
 
 // replayHeaderNames returns the canonical names of the headers kept for

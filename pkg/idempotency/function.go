@@ -138,21 +138,7 @@ func (c FunctionConfig[In]) validate() error {
 	if c.Key == nil {
 		errs = append(errs, errors.New("FunctionConfig.Key is nil: pass a function that returns the input's idempotency key (an event id, a message id)"))
 	}
-	if c.TTL < 0 {
-		errs = append(errs, fmt.Errorf("FunctionConfig.TTL is %v: use a positive duration, or 0 for the default %v", c.TTL, DefaultTTL))
-	}
-	if c.MaxLease < 0 {
-		errs = append(errs, fmt.Errorf("FunctionConfig.MaxLease is %v: use a positive duration, or 0 for the default %v", c.MaxLease, DefaultMaxLease))
-	}
-	if c.FinishTimeout < 0 {
-		errs = append(errs, fmt.Errorf("FunctionConfig.FinishTimeout is %v: use a positive duration, or 0 for the default %v", c.FinishTimeout, DefaultFinishTimeout))
-	}
-	if c.LeaseMargin < 0 {
-		errs = append(errs, fmt.Errorf("FunctionConfig.LeaseMargin is %v: use a positive duration, or 0 for the default %v", c.LeaseMargin, DefaultLeaseMargin))
-	}
-	if c.TTL > 0 && c.MaxLease > c.TTL {
-		errs = append(errs, fmt.Errorf("FunctionConfig.MaxLease (%v) is longer than FunctionConfig.TTL (%v): a record would expire while its lease still protects it; raise TTL or lower MaxLease", c.MaxLease, c.TTL))
-	}
+	errs = append(errs, validateTimes("FunctionConfig", c.TTL, c.MaxLease, c.LeaseMargin, c.FinishTimeout)...)
 	if len(errs) == 0 {
 		return nil
 	}
