@@ -124,14 +124,7 @@ func fromV1(r events.APIGatewayProxyRequest) Request {
 			out.Query[name] = []string{value}
 		}
 	}
-	for name, value := range r.Headers {
-		lower := strings.ToLower(name)
-		out.Headers[lower] = append(out.Headers[lower], value)
-	}
-	for name, values := range r.MultiValueHeaders {
-		lower := strings.ToLower(name)
-		out.Headers[lower] = append(out.Headers[lower], values...)
-	}
+	addHeaders(out.Headers, r.Headers, r.MultiValueHeaders)
 	if len(r.RequestContext.Authorizer) > 0 {
 		out.AuthorizerContext = r.RequestContext.Authorizer
 		if claims, ok := r.RequestContext.Authorizer["claims"].(map[string]any); ok {
@@ -156,10 +149,7 @@ func fromV2(r events.APIGatewayV2HTTPRequest) Request {
 		IsBase64Encoded: r.IsBase64Encoded,
 		RequestID:       r.RequestContext.RequestID,
 	}
-	for name, value := range r.Headers {
-		lower := strings.ToLower(name)
-		out.Headers[lower] = append(out.Headers[lower], value)
-	}
+	addHeaders(out.Headers, r.Headers, nil)
 	if a := r.RequestContext.Authorizer; a != nil {
 		if a.JWT != nil && a.JWT.Claims != nil {
 			out.Claims = a.JWT.Claims
@@ -169,6 +159,19 @@ func fromV2(r events.APIGatewayV2HTTPRequest) Request {
 		}
 	}
 	return out
+}
+
+// addHeaders adds a payload's single-value and multi-value headers to dst
+// under lower-case names, in that order (API Gateway v1 and ALB send both).
+func addHeaders(dst map[string][]string, single map[string]string, multi map[string][]string) {
+	for name, value := range single {
+		lower := strings.ToLower(name)
+		dst[lower] = append(dst[lower], value)
+	}
+	for name, values := range multi {
+		lower := strings.ToLower(name)
+		dst[lower] = append(dst[lower], values...)
+	}
 }
 
 // ParseRawQuery parses an HTTP API rawQueryString into parameters, keeping

@@ -91,14 +91,7 @@ func fromALB(r events.ALBTargetGroupRequest) Request {
 	}
 	out.RawQuery = raw.String()
 	out.Query = ParseRawQuery(out.RawQuery)
-	for name, value := range r.Headers {
-		lower := strings.ToLower(name)
-		out.Headers[lower] = append(out.Headers[lower], value)
-	}
-	for name, values := range r.MultiValueHeaders {
-		lower := strings.ToLower(name)
-		out.Headers[lower] = append(out.Headers[lower], values...)
-	}
+	addHeaders(out.Headers, r.Headers, r.MultiValueHeaders)
 	return out
 }
 

@@ -50,8 +50,8 @@ func TestConformance(t *testing.T) {
 	}, storetest.Options{NewBrokenStore: newBrokenStore})
 }
 
-// TestHTTPBehaviour runs the decorator's HTTP behaviour table (both payload
-// versions) on the PostgreSQL store.
+// TestHTTPBehaviour runs the HTTP behaviour table (every payload shape and the
+// net/http middleware) on the PostgreSQL store.
 func TestHTTPBehaviour(t *testing.T) {
 	t.Parallel()
 	idempotencytest.RunHTTPBehaviour(t, func(t *testing.T) idempotency.Store {
