@@ -1,13 +1,12 @@
 package idempotency
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
 	"slices"
-	"strings"
+	"strconv"
 	"sync"
 	"time"
 
@@ -107,44 +106,6 @@ func (o *observation) retried() bool {
 }
 
 func (o *observation) emit(ctx context.Context, logger *slog.Logger, metrics *metricsWriter) {
-	attrs := []slog.Attr{slog.String("outcome", string(o.outcome))}
-	if o.function != "" {
-		attrs = append(attrs, slog.String("function", o.function))
-	} else {
-		attrs = append(attrs, slog.String("method", o.method), slog.String("path", o.path))
-	}
-	if o.key != "" {
-		attrs = append(attrs, slog.String("key", o.key))
-	}
-	if o.user != "" {
-		attrs = append(attrs, slog.String("user", o.user))
-	}
-	if o.owner != "" {
-		attrs = append(attrs, slog.String("owner", o.owner))
-	}
-	if o.status != 0 {
-		attrs = append(attrs, slog.Int("status", o.status))
-	}
-	if o.reason != "" {
-		attrs = append(attrs, slog.String("reason", o.reason))
-	}
-	attrs = append(attrs, slog.Bool("claimed", o.claimed))
-	if o.handler != "" {
-		attrs = append(attrs, slog.String("handler", o.handler), slog.Float64("handler_ms", o.handlerMS))
-	}
-	if len(o.storeMS) > 0 {
-		store := make([]any, 0, len(o.storeMS))
-		for _, c := range o.storeMS {
-			store = append(store, slog.Float64(c.op+"_ms", c.ms))
-			if c.calls > 1 {
-				store = append(store, slog.Int(c.op+"_calls", c.calls))
-			}
-		}
-		attrs = append(attrs, slog.Group("store", store...))
-	}
-	if o.err != nil {
-		attrs = append(attrs, slog.String("error", o.err.Error()))
-	}
 	level := slog.LevelInfo
 	switch o.outcome {
 	case OutcomeLeaseLost:
@@ -152,58 +113,142 @@ func (o *observation) emit(ctx context.Context, logger *slog.Logger, metrics *me
 	case OutcomeStoreError:
 		level = slog.LevelError
 	}
-	logger.LogAttrs(ctx, level, "idempotency", attrs...)
+	if logger.Enabled(ctx, level) {
+		// At most 13 attributes: built on the stack, not grown on the heap.
+		var buf [13]slog.Attr
+		attrs := append(buf[:0], slog.String("outcome", string(o.outcome)))
+		if o.function != "" {
+			attrs = append(attrs, slog.String("function", o.function))
+		} else {
+			attrs = append(attrs, slog.String("method", o.method), slog.String("path", o.path))
+		}
+		if o.key != "" {
+			attrs = append(attrs, slog.String("key", o.key))
+		}
+		if o.user != "" {
+			attrs = append(attrs, slog.String("user", o.user))
+		}
+		if o.owner != "" {
+			attrs = append(attrs, slog.String("owner", o.owner))
+		}
+		if o.status != 0 {
+			attrs = append(attrs, slog.Int("status", o.status))
+		}
+		if o.reason != "" {
+			attrs = append(attrs, slog.String("reason", o.reason))
+		}
+		attrs = append(attrs, slog.Bool("claimed", o.claimed))
+		if o.handler != "" {
+			attrs = append(attrs, slog.String("handler", o.handler), slog.Float64("handler_ms", o.handlerMS))
+		}
+		if len(o.storeMS) > 0 {
+			store := make([]slog.Attr, 0, 2*len(o.storeMS))
+			for _, c := range o.storeMS {
+				store = append(store, slog.Float64(opKey(c.op, "_ms"), c.ms))
+				if c.calls > 1 {
+					store = append(store, slog.Int(opKey(c.op, "_calls"), c.calls))
+				}
+			}
+			attrs = append(attrs, slog.Attr{Key: "store", Value: slog.GroupValue(store...)})
+		}
+		if o.err != nil {
+			attrs = append(attrs, slog.String("error", o.err.Error()))
+		}
+		logger.LogAttrs(ctx, level, "idempotency", attrs...)
+	}
 
-	counts := map[string]float64{string(o.outcome): 1}
+	var names [3]string
+	counts := append(names[:0], string(o.outcome))
 	if o.claimed {
-		counts[metricClaimed] = 1
+		counts = append(counts, metricClaimed)
 	}
 	if o.retried() {
-		counts[metricStoreRetried] = 1
+		counts = append(counts, metricStoreRetried)
 	}
 	metrics.write(o.start, counts)
 }
 
+// opKey is the log key of a Store operation's figure, without a
+// concatenation for the three operations there are.
+func opKey(op, suffix string) string {
+	switch op + suffix {
+	case "claim_ms":
+		return "claim_ms"
+	case "complete_ms":
+		return "complete_ms"
+	case "release_ms":
+		return "release_ms"
+	}
+	return op + suffix
+}
+
 // metricsWriter writes CloudWatch Embedded Metric Format lines, one Write
-// per line so that concurrent requests never interleave.
+// per line so that concurrent requests never interleave. A line is the
+// JSON object
+//
+//	{"FunctionName":…,"_aws":{"CloudWatchMetrics":[{"Namespace":…,"Dimensions":[["FunctionName"]],"Metrics":[{"Name":…,"Unit":"Count"},…]}],"Timestamp":…},"<metric>":1,…}
+//
+// with the members of the outer objects in byte order of their names, as
+// encoding/json writes a map (FunctionName and its dimension only inside
+// Lambda). The parts that never change are built once.
 type metricsWriter struct {
 	mu        sync.Mutex
 	w         io.Writer
 	namespace string
+
+	once sync.Once
+	head string // up to the metric list: `{"FunctionName":…,"_aws":{"CloudWatchMetrics":[{"Namespace":…,"Dimensions":[…],"Metrics":[`
+	mid  string // between the metric list and the timestamp: `]}],"Timestamp":`
+	buf  []byte // the line being written; guarded by mu
 }
 
-func (m *metricsWriter) write(at time.Time, counts map[string]float64) {
-	type metric struct {
-		Name string `json:"Name"`
-		Unit string `json:"Unit"`
-	}
-	type directive struct {
-		Namespace  string     `json:"Namespace"`
-		Dimensions [][]string `json:"Dimensions"`
-		Metrics    []metric   `json:"Metrics"`
-	}
-	dims := []string{}
-	doc := map[string]any{}
-	if lambdacontext.FunctionName != "" {
-		dims = append(dims, "FunctionName")
-		doc["FunctionName"] = lambdacontext.FunctionName
-	}
-	d := directive{Namespace: m.namespace, Dimensions: [][]string{dims}}
-	for name, v := range counts {
-		d.Metrics = append(d.Metrics, metric{Name: name, Unit: "Count"})
-		doc[name] = v
-	}
-	// Map iteration is random; keep the line stable for readers and tests.
-	slices.SortFunc(d.Metrics, func(a, b metric) int { return strings.Compare(a.Name, b.Name) })
-	doc["_aws"] = map[string]any{
-		"Timestamp":         at.UnixMilli(),
-		"CloudWatchMetrics": []directive{d},
-	}
-	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(doc); err != nil {
-		return // cannot happen: plain strings and numbers
-	}
+func (m *metricsWriter) write(at time.Time, counts []string) {
+	m.once.Do(func() {
+		head := []byte{'{'}
+		dims := "[]"
+		if lambdacontext.FunctionName != "" {
+			head = append(head, `"FunctionName":`...)
+			head = appendJSONString(head, lambdacontext.FunctionName)
+			head = append(head, ',')
+			dims = `["FunctionName"]`
+		}
+		head = append(head, `"_aws":{"CloudWatchMetrics":[{"Namespace":`...)
+		head = appendJSONString(head, m.namespace)
+		head = append(head, `,"Dimensions":[`...)
+		head = append(head, dims...)
+		head = append(head, `],"Metrics":[`...)
+		m.head = string(head)
+		m.mid = `]}],"Timestamp":`
+	})
+	// The metric names are this package's constants: plain lower-case
+	// words, in byte order once sorted.
+	slices.Sort(counts)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	_, _ = m.w.Write(buf.Bytes()) // metrics are best effort
+	b := append(m.buf[:0], m.head...)
+	for i, name := range counts {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"Name":"`...)
+		b = append(b, name...)
+		b = append(b, `","Unit":"Count"}`...)
+	}
+	b = append(b, m.mid...)
+	b = strconv.AppendInt(b, at.UnixMilli(), 10)
+	b = append(b, '}')
+	for _, name := range counts {
+		b = append(b, `,"`...)
+		b = append(b, name...)
+		b = append(b, `":1`...)
+	}
+	b = append(b, '}', '\n')
+	m.buf = b
+	_, _ = m.w.Write(b) // metrics are best effort
+}
+
+// appendJSONString appends s as a JSON string, as encoding/json writes it.
+func appendJSONString(b []byte, s string) []byte {
+	q, _ := json.Marshal(s) // a string always marshals
+	return append(b, q...)
 }
