@@ -1,12 +1,13 @@
 package pgstore
 
 import (
-	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/ichido/ichido/pkg/idempotency"
@@ -39,44 +40,103 @@ func jsonbSafe(s string) bool {
 	return utf8.ValidString(s) && !strings.ContainsRune(s, 0)
 }
 
-// encodeEnvelope returns the JSON text of r's envelope.
+// encodeEnvelope returns the JSON text of r's envelope. It is written by
+// hand (PostgreSQL parses it into JSONB, which orders the members itself):
+// encoding/json's map and struct walk cost more than the rest of a first
+// request's Go side.
 func encodeEnvelope(r idempotency.StoredResponse) (string, error) {
-	env := envelope{Status: r.StatusCode, Body: r.Body, IsBase64Encoded: r.IsBase64Encoded}
-	if !jsonbSafe(r.Body) {
-		env.Body = base64.StdEncoding.EncodeToString([]byte(r.Body))
-		env.BodyEncoding = encodingBase64
+	body, bodyEncoding := r.Body, ""
+	if !jsonbSafe(body) {
+		body, bodyEncoding = base64.StdEncoding.EncodeToString([]byte(body)), encodingBase64
 	}
-	if len(r.Headers) > 0 {
-		env.Headers = r.Headers
-		safe := true
+	headers, headersEncoding := r.Headers, ""
+	size := len(body) + 64
+	for k, v := range headers {
+		size += len(k) + len(v) + 6
+		if !jsonbSafe(k) || !jsonbSafe(v) {
+			headersEncoding = encodingBase64
+		}
+	}
+	if headersEncoding != "" {
+		headers = make(map[string]string, len(r.Headers))
 		for k, v := range r.Headers {
-			if !jsonbSafe(k) || !jsonbSafe(v) {
-				safe = false
-				break
-			}
+			headers[base64.StdEncoding.EncodeToString([]byte(k))] = base64.StdEncoding.EncodeToString([]byte(v))
 		}
-		if !safe {
-			env.Headers = make(map[string]string, len(r.Headers))
-			for k, v := range r.Headers {
-				env.Headers[base64.StdEncoding.EncodeToString([]byte(k))] = base64.StdEncoding.EncodeToString([]byte(v))
+		size += size / 3
+	}
+	b := make([]byte, 0, size)
+	b = append(b, `{"status":`...)
+	b = strconv.AppendInt(b, int64(r.StatusCode), 10)
+	if len(headers) > 0 {
+		b = append(b, `,"headers":{`...)
+		first := true
+		for k, v := range headers {
+			if !first {
+				b = append(b, ',')
 			}
-			env.HeadersEncoding = encodingBase64
+			first = false
+			b = appendJSONString(b, k)
+			b = append(b, ':')
+			b = appendJSONString(b, v)
+		}
+		b = append(b, '}')
+		if headersEncoding != "" {
+			b = append(b, `,"headersEncoding":"`+encodingBase64+`"`...)
 		}
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(env); err != nil {
-		return "", fmt.Errorf("encoding the response envelope: %w", err)
+	b = append(b, `,"body":`...)
+	b = appendJSONString(b, body)
+	if bodyEncoding != "" {
+		b = append(b, `,"bodyEncoding":"`+encodingBase64+`"`...)
 	}
-	return strings.TrimSuffix(buf.String(), "\n"), nil
+	if r.IsBase64Encoded {
+		b = append(b, `,"isBase64Encoded":true`...)
+	}
+	b = append(b, '}')
+	return string(b), nil
 }
 
-// decodeEnvelope reads an envelope written by encodeEnvelope.
-func decodeEnvelope(text []byte) (*idempotency.StoredResponse, error) {
-	var env envelope
-	if err := json.Unmarshal(text, &env); err != nil {
-		return nil, fmt.Errorf("decoding the response envelope: %w", err)
+// appendJSONString appends s, valid UTF-8 without NUL (jsonbSafe, or
+// base64), as a JSON string.
+func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
+		}
+		b = append(b, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			b = append(b, '\\', c)
+		case '\n':
+			b = append(b, '\\', 'n')
+		case '\r':
+			b = append(b, '\\', 'r')
+		case '\t':
+			b = append(b, '\\', 't')
+		default:
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		}
+		start = i + 1
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
+
+// decodeEnvelope reads an envelope written by encodeEnvelope, as
+// PostgreSQL gives it back (the JSONB's text).
+func decodeEnvelope(text string) (*idempotency.StoredResponse, error) {
+	env, ok := parseEnvelope(text)
+	if !ok {
+		// Not the shape parseEnvelope reads (it reads what PostgreSQL
+		// writes for an envelope): the general decoder decides.
+		env = envelope{}
+		if err := json.Unmarshal([]byte(text), &env); err != nil {
+			return nil, fmt.Errorf("decoding the response envelope: %w", err)
+		}
 	}
 	r := &idempotency.StoredResponse{StatusCode: env.Status, Body: env.Body, IsBase64Encoded: env.IsBase64Encoded}
 	switch env.BodyEncoding {
@@ -107,4 +167,256 @@ func decodeEnvelope(text []byte) (*idempotency.StoredResponse, error) {
 		return nil, fmt.Errorf("decoding the response envelope: unknown headersEncoding %q", env.HeadersEncoding)
 	}
 	return r, nil
+}
+
+// parseEnvelope reads the envelope without reflection: a JSON object of the
+// envelope's members, whose strings need no unescaping in the common case
+// (a replay's body is then a substring of text). It reports false on
+// anything else (an unknown member, a number that is not an integer, an
+// escape it does not take as encoding/json would), and the caller falls
+// back to encoding/json, which is the reference.
+func parseEnvelope(text string) (envelope, bool) {
+	var env envelope
+	if !utf8.ValidString(text) {
+		return env, false
+	}
+	p := envParser{s: text}
+	if !p.byte('{') {
+		return env, false
+	}
+	if p.byte('}') {
+		return env, p.end()
+	}
+	seen := make(map[string]bool, 6)
+	for {
+		name, ok := p.str()
+		if !ok || !p.byte(':') || seen[name] {
+			return env, false // a repeated member is left to encoding/json
+		}
+		seen[name] = true
+		switch name {
+		case "status":
+			if env.Status, ok = p.int(); !ok {
+				return env, false
+			}
+		case "body":
+			if env.Body, ok = p.str(); !ok {
+				return env, false
+			}
+		case "bodyEncoding":
+			if env.BodyEncoding, ok = p.str(); !ok {
+				return env, false
+			}
+		case "headersEncoding":
+			if env.HeadersEncoding, ok = p.str(); !ok {
+				return env, false
+			}
+		case "isBase64Encoded":
+			if env.IsBase64Encoded, ok = p.bool(); !ok {
+				return env, false
+			}
+		case "headers":
+			if env.Headers, ok = p.headers(); !ok {
+				return env, false
+			}
+		default:
+			return env, false
+		}
+		if p.byte('}') {
+			return env, p.end()
+		}
+		if !p.byte(',') {
+			return env, false
+		}
+	}
+}
+
+// envParser walks a JSON text; each method skips the white space before
+// what it reads.
+type envParser struct {
+	s string
+	i int
+}
+
+func (p *envParser) space() {
+	for p.i < len(p.s) {
+		switch p.s[p.i] {
+		case ' ', '\t', '\n', '\r':
+			p.i++
+		default:
+			return
+		}
+	}
+}
+
+// byte consumes c when it comes next.
+func (p *envParser) byte(c byte) bool {
+	p.space()
+	if p.i < len(p.s) && p.s[p.i] == c {
+		p.i++
+		return true
+	}
+	return false
+}
+
+// end reports whether nothing but white space is left.
+func (p *envParser) end() bool {
+	p.space()
+	return p.i == len(p.s)
+}
+
+func (p *envParser) int() (int, bool) {
+	p.space()
+	start := p.i
+	if p.i < len(p.s) && p.s[p.i] == '-' {
+		p.i++
+	}
+	digits := p.i
+	for p.i < len(p.s) && p.s[p.i] >= '0' && p.s[p.i] <= '9' {
+		p.i++
+	}
+	if p.i-digits > 1 && p.s[digits] == '0' {
+		return 0, false // JSON writes no leading zero
+	}
+	n, err := strconv.Atoi(p.s[start:p.i])
+	if err != nil || (p.i < len(p.s) && (p.s[p.i] == '.' || p.s[p.i] == 'e' || p.s[p.i] == 'E')) {
+		return 0, false
+	}
+	return n, true
+}
+
+func (p *envParser) bool() (bool, bool) {
+	p.space()
+	switch {
+	case strings.HasPrefix(p.s[p.i:], "true"):
+		p.i += 4
+		return true, true
+	case strings.HasPrefix(p.s[p.i:], "false"):
+		p.i += 5
+		return false, true
+	}
+	return false, false
+}
+
+func (p *envParser) headers() (map[string]string, bool) {
+	if !p.byte('{') {
+		return nil, false
+	}
+	h := make(map[string]string, 4)
+	if p.byte('}') {
+		return h, true
+	}
+	for {
+		k, ok := p.str()
+		if !ok || !p.byte(':') {
+			return nil, false
+		}
+		v, ok := p.str()
+		if !ok {
+			return nil, false
+		}
+		h[k] = v
+		if p.byte('}') {
+			return h, true
+		}
+		if !p.byte(',') {
+			return nil, false
+		}
+	}
+}
+
+// str reads a JSON string. Without escapes it is a substring of the text.
+func (p *envParser) str() (string, bool) {
+	if !p.byte('"') {
+		return "", false
+	}
+	start := p.i
+	for p.i < len(p.s) {
+		switch c := p.s[p.i]; {
+		case c == '"':
+			p.i++
+			return p.s[start : p.i-1], true
+		case c == '\\':
+			return p.unescape(start)
+		case c < 0x20:
+			return "", false
+		}
+		p.i++
+	}
+	return "", false
+}
+
+// unescape reads the rest of a string that holds escapes, from start (just
+// after its opening quote).
+func (p *envParser) unescape(start int) (string, bool) {
+	b := make([]byte, 0, len(p.s)-start)
+	b = append(b, p.s[start:p.i]...)
+	for p.i < len(p.s) {
+		c := p.s[p.i]
+		switch {
+		case c == '"':
+			p.i++
+			return string(b), true
+		case c < 0x20:
+			return "", false
+		case c != '\\':
+			b = append(b, c)
+			p.i++
+			continue
+		}
+		if p.i+1 >= len(p.s) {
+			return "", false
+		}
+		e := p.s[p.i+1]
+		p.i += 2
+		switch e {
+		case '"', '\\', '/':
+			b = append(b, e)
+		case 'b':
+			b = append(b, '\b')
+		case 'f':
+			b = append(b, '\f')
+		case 'n':
+			b = append(b, '\n')
+		case 'r':
+			b = append(b, '\r')
+		case 't':
+			b = append(b, '\t')
+		case 'u':
+			r, ok := p.hex4()
+			if !ok {
+				return "", false
+			}
+			if utf16.IsSurrogate(r) {
+				// A pair, or encoding/json's U+FFFD: leave that to it.
+				if !strings.HasPrefix(p.s[p.i:], `\u`) {
+					return "", false
+				}
+				p.i += 2
+				r2, ok := p.hex4()
+				if !ok {
+					return "", false
+				}
+				if r = utf16.DecodeRune(r, r2); r == utf8.RuneError {
+					return "", false
+				}
+			}
+			b = utf8.AppendRune(b, r)
+		default:
+			return "", false
+		}
+	}
+	return "", false
+}
+
+func (p *envParser) hex4() (rune, bool) {
+	if p.i+4 > len(p.s) {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(p.s[p.i:p.i+4], 16, 32)
+	if err != nil {
+		return 0, false
+	}
+	p.i += 4
+	return rune(n), true
 }

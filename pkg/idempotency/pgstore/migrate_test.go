@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -58,7 +59,7 @@ func TestMigrateIntoChosenSchema(t *testing.T) {
 	res, err := pgstore.Migrate(ctx, db.Pool, &pgstore.MigrateOptions{Schema: schema})
 	require.NoError(t, err)
 	require.Equal(t, schema, res.Schema)
-	require.Equal(t, []string{"0001_idempotency_keys.sql", "0002_purge_procedure.sql", "0003_hot_path_functions.sql"}, res.Applied)
+	require.Equal(t, []string{"0001_idempotency_keys.sql", "0002_purge_procedure.sql", "0003_hot_path_functions.sql", "0004_lean_claim.sql"}, res.Applied)
 	require.NotNil(t, res.Purge)
 	require.Equal(t, "purge-idempotency-"+schema, res.Purge.Name)
 
@@ -135,13 +136,45 @@ func TestMigrateTakesOverEarlierLayout(t *testing.T) {
 
 	res, err := pgstore.Migrate(ctx, db.Pool, nil)
 	require.NoError(t, err)
-	require.Equal(t, []string{"0003_hot_path_functions.sql"}, res.Applied)
+	require.Equal(t, []string{"0003_hot_path_functions.sql", "0004_lean_claim.sql"}, res.Applied)
 	now := time.Now()
 	got, err := pgstore.New(db.Pool, nil).Claim(ctx, idempotency.Claim{Ref: idempotency.Ref{UserID: user, Key: key, Owner: "x"},
 		RequestHash: "h", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)})
 	require.NoError(t, err)
 	require.False(t, got.Claimed)
 	require.Equal(t, "kept", got.Record.Response.Body)
+}
+
+// TestStoreReadsClaimsOfEarlierFunction: until 0004_lean_claim.sql is
+// applied, the claim function of 0003 answers a replay with "D" and the
+// envelope; the store reads that answer as well as 0004's.
+func TestStoreReadsClaimsOfEarlierFunction(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.New(t)
+	sql, err := fs.ReadFile(pgstore.Migrations(), "0003_hot_path_functions.sql")
+	require.NoError(t, err)
+	_, err = db.Pool.Exec(ctx, strings.ReplaceAll(string(sql), "CREATE FUNCTION", "CREATE OR REPLACE FUNCTION"))
+	require.NoError(t, err)
+	store := pgstore.New(db.Pool, nil)
+	user, key, now := uuid.NewString(), uuid.NewString(), time.Now()
+	c := idempotency.Claim{Ref: idempotency.Ref{UserID: user, Key: key, Owner: "first"}, RequestHash: "h",
+		Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)}
+	got, err := store.Claim(ctx, c)
+	require.NoError(t, err)
+	require.True(t, got.Claimed)
+	resp := idempotency.StoredResponse{StatusCode: 201, Headers: map[string]string{"Content-Type": "application/json"}, Body: `{"id":"1"}`}
+	require.NoError(t, store.Complete(ctx, idempotency.Completion{Ref: c.Ref, Response: resp, Now: now, ExpiresAt: now.Add(time.Hour)}))
+
+	var answer string
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT idempotency_key_claim($1::uuid, $2::text, 'h', 'again', now(), now() + interval '1 minute', now() + interval '1 hour')`, user, key).Scan(&answer))
+	require.True(t, strings.HasPrefix(answer, "D{"), "0003's answer: %.40s", answer)
+	c.Owner = "again"
+	got, err = store.Claim(ctx, c)
+	require.NoError(t, err)
+	require.False(t, got.Claimed)
+	require.Equal(t, idempotency.StatusCompleted, got.Record.Status)
+	require.Equal(t, resp, *got.Record.Response)
 }
 
 // TestNoSequentialScanAfterEmptyAnalyze is the cached-plan hazard: the

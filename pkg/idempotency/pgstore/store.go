@@ -4,7 +4,8 @@
 // tool) in a schema the user chooses.
 //
 // Each Store method is one statement, one round trip, calling a PL/pgSQL
-// function of the migrations (migrations/0003_hot_path_functions.sql):
+// function of the migrations (migrations/0003_hot_path_functions.sql, and
+// 0004_lean_claim.sql for the claim):
 //
 //   - Claim calls idempotency_key_claim: it returns the record that counts
 //     as present, if there is one, without writing anything (a replay, a
@@ -109,7 +110,7 @@ func (s *Store) Claim(ctx context.Context, c idempotency.Claim) (idempotency.Cla
 	}
 	rec := idempotency.Record{UserID: c.UserID, Key: c.Key, RequestHash: c.RequestHash, Status: idempotency.StatusInProgress}
 	// The answer's first character says what the function found; see
-	// migrations/0003_hot_path_functions.sql.
+	// migrations/0004_lean_claim.sql.
 	switch {
 	case answer == "C":
 		rec.Owner = c.Owner
@@ -119,9 +120,11 @@ func (s *Store) Claim(ctx context.Context, c idempotency.Claim) (idempotency.Cla
 		rec.Owner = c.Owner
 		return idempotency.ClaimResult{Claimed: true, Record: rec}, nil
 	case answer == "P":
-	case strings.HasPrefix(answer, "D"):
+	case strings.HasPrefix(answer, "{"), strings.HasPrefix(answer, "D"):
+		// The stored envelope (0004_lean_claim.sql), or the same behind a
+		// "D" (0003_hot_path_functions.sql, before 0004 is applied).
 		rec.Status = idempotency.StatusCompleted
-		if rec.Response, err = decodeEnvelope([]byte(answer[1:])); err != nil {
+		if rec.Response, err = decodeEnvelope(strings.TrimPrefix(answer, "D")); err != nil {
 			return idempotency.ClaimResult{}, storeError(ctx, "claim", err)
 		}
 	case strings.HasPrefix(answer, "Mi"), strings.HasPrefix(answer, "Mc"):
