@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
@@ -24,7 +25,7 @@ type handler = func(context.Context, events.APIGatewayV2HTTPRequest) (events.API
 // nothing, one client at a time.
 type FloorResult struct {
 	// Postgres: "floor (SELECT 1)", "replay", "first request", "claim alone
-	// (completed key)".
+	// (completed key)", "no-op call, claim's shape".
 	Postgres []Side `json:"postgres"`
 	// Redis: the same with "floor (PING)".
 	Redis []Side `json:"redis,omitempty"`
@@ -127,6 +128,34 @@ func claimAloneSide(store idempotency.Store) sideSpec {
 	}}
 }
 
+// noopShapeFunction answers at once: a PL/pgSQL function with the claim's
+// seven arguments that does nothing. Called as the claim is, it is the floor
+// of a claim that is one function call: what the driver, the protocol and
+// the server spend on such a call before the function reads anything.
+const noopShapeFunction = `CREATE OR REPLACE FUNCTION bench_noop_claim(
+	p_user_id uuid, p_key text, p_request_hash text, p_owner text,
+	p_now timestamptz, p_lease_until timestamptz, p_expires_at timestamptz)
+RETURNS text LANGUAGE plpgsql AS $$ BEGIN RETURN 'C'; END $$`
+
+// noopShapeSide calls bench_noop_claim as pgstore calls the claim, with
+// the same argument types.
+func noopShapeSide(pool interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}) sideSpec {
+	user, key, owner := uuid.NewString(), uuid.NewString(), uuid.NewString()
+	return sideSpec{noopShapeName, func(ctx context.Context, _ int) (time.Duration, error) {
+		start := time.Now()
+		now := time.Now()
+		var answer string
+		err := pool.QueryRow(ctx, `SELECT bench_noop_claim($1::uuid, $2::text, $3::text, $4::text, $5::timestamptz, $6::timestamptz, $7::timestamptz)`,
+			user, key, requestHash, owner, now, now.Add(time.Minute), now.Add(idempotency.DefaultTTL)).Scan(&answer)
+		return time.Since(start), err
+	}}
+}
+
+// noopShapeName names the no-op call's side.
+const noopShapeName = "no-op call, claim's shape"
+
 // call invokes h and checks that the answer is the handler's 201, replayed
 // or not as expected.
 func call(ctx context.Context, h handler, ev events.APIGatewayV2HTTPRequest, replayed bool) (time.Duration, error) {
@@ -162,12 +191,15 @@ func (b *bench) floor(ctx context.Context) error {
 			return pool.QueryRow(ctx, "SELECT 1").Scan(&n)
 		})
 	}
+	if _, err := pool.Exec(ctx, noopShapeFunction); err != nil {
+		return fmt.Errorf("creating the no-op function: %w", err)
+	}
 	store := pgstore.New(pool, nil)
 	dec, err := b.decoratorSides(ctx, store)
 	if err != nil {
 		return err
 	}
-	dec = append(dec, claimAloneSide(store))
+	dec = append(dec, claimAloneSide(store), noopShapeSide(pool))
 	if res.Postgres, err = compare(ctx, p, append([]sideSpec{{"floor (SELECT 1)", selectOne}}, dec...)); err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"net"
@@ -11,10 +12,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
 	"github.com/ichido/ichido/pkg/idempotency/redisstore"
 )
@@ -47,6 +50,17 @@ type ModeResult struct {
 	First     *PGServerTime `json:"first,omitempty"`
 	// Floor is the server time of SELECT 1 in the same mode.
 	Floor *PGServerTime `json:"floor,omitempty"`
+	// NoopShape is the server time of a PL/pgSQL function with the claim's
+	// arguments that does nothing (bench_noop_claim), called the same way:
+	// the floor under a claim that is one function call.
+	NoopShape *PGServerTime `json:"noop_shape,omitempty"`
+	// PlainRead is the replay's primary-key read sent as a statement of its
+	// own, planned on every call as a proxy-safe mode must: what the claim
+	// would cost as plain SQL instead of a function.
+	PlainRead *PGServerTime `json:"plain_read,omitempty"`
+	// Unguarded is the replay through a copy of the claim function without
+	// its SET enable_seqscan = off: what the guard costs.
+	Unguarded *PGServerTime `json:"unguarded,omitempty"`
 }
 
 // PGServerTime is pg_stat_statements' planning and execution time over a
@@ -163,6 +177,20 @@ func (b *bench) hotPath(ctx context.Context) error {
 				pool.Close()
 				return fmt.Errorf("%s SELECT 1: server time: %w", m.name, err)
 			}
+			if _, err := pool.Exec(ctx, noopShapeFunction); err != nil {
+				pool.Close()
+				return fmt.Errorf("creating the no-op function: %w", err)
+			}
+			if mr.NoopShape, err = pgServerTime(ctx, admin, n, noopShapeSide(pool).op); err != nil {
+				pool.Close()
+				return fmt.Errorf("%s no-op call: server time: %w", m.name, err)
+			}
+			if m.mode == pgx.QueryExecModeExec {
+				if err := b.replayVariants(ctx, admin, pool, store, n, &mr); err != nil {
+					pool.Close()
+					return fmt.Errorf("%s: %w", m.name, err)
+				}
+			}
 			for _, s := range dec {
 				st, err := pgServerTime(ctx, admin, n, s.op)
 				if err != nil {
@@ -231,6 +259,58 @@ func (b *bench) hotPath(ctx context.Context) error {
 		return err
 	}
 	logSides("redis 8 clients", res.Throughput8Redis)
+	return nil
+}
+
+// replayVariants measures the server time of a replay's read sent as a
+// plain statement, and of the claim function without its seq-scan guard,
+// on one completed key.
+func (b *bench) replayVariants(ctx context.Context, admin, pool *pgxpool.Pool, store *pgstore.Store, n int, mr *ModeResult) error {
+	ref := idempotency.Ref{UserID: uuid.NewString(), Key: uuid.NewString(), Owner: uuid.NewString()}
+	if err := claimNew(ctx, store, ref); err != nil {
+		return err
+	}
+	now := time.Now()
+	if err := store.Complete(ctx, idempotency.Completion{Ref: ref, Response: storedResponse, Now: now, ExpiresAt: now.Add(idempotency.DefaultTTL)}); err != nil {
+		return err
+	}
+	plain := func(ctx context.Context, _ int) (time.Duration, error) {
+		return timed(func() error {
+			var body string
+			return pool.QueryRow(ctx, `SELECT k.response_body::text FROM idempotency_keys k WHERE k.user_id = $1::uuid AND k.key = $2::text`, ref.UserID, ref.Key).Scan(&body)
+		})
+	}
+	var err error
+	if mr.PlainRead, err = pgServerTime(ctx, admin, n, plain); err != nil {
+		return fmt.Errorf("plain read: %w", err)
+	}
+	var def string
+	if err := pool.QueryRow(ctx, `SELECT pg_get_functiondef('idempotency_key_claim'::regproc)`).Scan(&def); err != nil {
+		return err
+	}
+	unguarded := strings.Replace(strings.Replace(def, "idempotency_key_claim(", "bench_unguarded_claim(", 1), " SET enable_seqscan TO 'off'\n", "", 1)
+	if unguarded == strings.Replace(def, "idempotency_key_claim(", "bench_unguarded_claim(", 1) {
+		return errors.New("the claim function has no SET enable_seqscan clause to take out")
+	}
+	if _, err := pool.Exec(ctx, unguarded); err != nil {
+		return fmt.Errorf("creating the unguarded copy of the claim: %w", err)
+	}
+	call := func(ctx context.Context, _ int) (time.Duration, error) {
+		return timed(func() error {
+			now := time.Now()
+			var answer string
+			err := pool.QueryRow(ctx, `SELECT bench_unguarded_claim($1::uuid, $2::text, $3::text, $4::text, $5::timestamptz, $6::timestamptz, $7::timestamptz)`,
+				ref.UserID, ref.Key, requestHash, "other", now, now.Add(time.Minute), now.Add(idempotency.DefaultTTL)).Scan(&answer)
+			if err == nil && !strings.HasPrefix(answer, "{") {
+				err = fmt.Errorf("the unguarded claim answered %.20q, not the stored response", answer)
+			}
+			return err
+		})
+	}
+	if mr.Unguarded, err = pgServerTime(ctx, admin, n, call); err != nil {
+		return fmt.Errorf("unguarded claim: %w", err)
+	}
+	log.Printf("  postgres %s: plain read %.1f µs, unguarded claim %.1f µs, no-op call %.1f µs", mr.Mode, mr.PlainRead.TotalUs, mr.Unguarded.TotalUs, mr.NoopShape.TotalUs)
 	return nil
 }
 

@@ -23,6 +23,18 @@ func (b *bench) hotPathMarkdown(w *strings.Builder) {
 				fx(ratio(rep.P50Ms, fl.P50Ms)), fx(ratio(first.P50Ms, fl.P50Ms)), serverCell(m.Replay), serverCell(m.First), minCell(m.Replay, m.First))
 		}
 		p("\n")
+		if len(h.Modes) > 0 && h.Modes[0].NoopShape != nil && h.Modes[0].Floor != nil {
+			m := h.Modes[0]
+			p("The floors under a claim, in the default mode (%s), from the same counters: `SELECT 1` costs the server %.1f µs (%.1f + %.1f); a PL/pgSQL function that returns at once, called with the claim's seven arguments, %.1f µs (%.1f + %.1f; fastest calls %.1f). A claim that is one function call cannot cost less than that second figure; what a replay spends above it (%.1f µs) is its one primary-key read and the answer.",
+				m.Mode, m.Floor.TotalUs, m.Floor.PlanUs, m.Floor.ExecUs, m.NoopShape.TotalUs, m.NoopShape.PlanUs, m.NoopShape.ExecUs, m.NoopShape.MinUs, m.Replay.TotalUs-m.NoopShape.TotalUs)
+			if m.PlainRead != nil {
+				p(" The replay's read as a plain statement (no function) costs %.1f µs: %.1f planning, %.1f execution (fastest %.1f).", m.PlainRead.TotalUs, m.PlainRead.PlanUs, m.PlainRead.ExecUs, m.PlainRead.MinUs)
+			}
+			if m.Unguarded != nil {
+				p(" The claim function without its `SET enable_seqscan = off` guard costs %.1f µs per replay (fastest %.1f, against %.1f with it).", m.Unguarded.TotalUs, m.Unguarded.MinUs, m.Replay.MinUs)
+			}
+			p("\n\n")
+		}
 		if len(h.Modes) > 0 && h.Modes[0].Replay != nil {
 			m := h.Modes[0]
 			p("Statements in the default mode (%s), per operation:\n\n| path | statement | calls per op | plan µs per call | exec µs per call |\n|---|---|---|---|---|\n", m.Mode)
@@ -145,10 +157,13 @@ func (b *bench) missedMarkdown(w *strings.Builder) {
 		switch {
 		case strings.HasPrefix(t.What, "PostgreSQL: replay") || strings.HasPrefix(t.What, "PostgreSQL: first"):
 			if f := r.Floor; f != nil {
-				fl, rep, first, alone := side(f.Postgres, "floor (SELECT 1)"), side(f.Postgres, "replay"), side(f.Postgres, "first request"), side(f.Postgres, "claim alone (completed key)")
+				fl, rep, first, alone, shape := side(f.Postgres, "floor (SELECT 1)"), side(f.Postgres, "replay"), side(f.Postgres, "first request"), side(f.Postgres, "claim alone (completed key)"), side(f.Postgres, noopShapeName)
 				if fl != nil && rep != nil && first != nil && alone != nil {
 					p("At p50 the floor is %.3f ms; the claim statement alone adds %.3f ms to it and the decorator (fingerprint, log and metric lines) %.3f ms; a first request is two round trips (%.3f ms). ",
 						fl.P50Ms, alone.P50Ms-fl.P50Ms, rep.P50Ms-alone.P50Ms, first.P50Ms)
+				}
+				if fl != nil && shape != nil {
+					p("A function that does nothing, called with the claim's seven arguments, is already %s the floor (%.3f ms): the driver's encoding of the arguments, their parsing and the call's planning on the server, before any row is read. ", fx(ratio(shape.P50Ms, fl.P50Ms)), shape.P50Ms)
 				}
 			}
 			if exec != nil && exec.Replay != nil && exec.First != nil {
@@ -163,19 +178,30 @@ func (b *bench) missedMarkdown(w *strings.Builder) {
 			if exec != nil && exec.Replay != nil && exec.First != nil {
 				p("Per call, planning the one-line function call costs %.1f µs and its execution %.1f µs (replay; first request %.1f + %.1f). ", exec.Replay.PlanUs, exec.Replay.ExecUs, exec.First.PlanUs, exec.First.ExecUs)
 			}
+			if exec != nil && exec.NoopShape != nil {
+				p("A function with the same seven arguments that does nothing costs %.1f µs (%.1f + %.1f; fastest %.1f): that much of the budget is gone before the function reads a row. ", exec.NoopShape.TotalUs, exec.NoopShape.PlanUs, exec.NoopShape.ExecUs, exec.NoopShape.MinUs)
+			}
 			if prepared != nil && prepared.Replay != nil && prepared.First != nil {
 				p("Named prepared statements, which no proxy here can carry, remove the planning only: %.1f / %.1f µs (fastest %.1f / %.1f). ", prepared.Replay.TotalUs, prepared.First.TotalUs, prepared.Replay.MinUs, prepared.First.MinUs)
 			}
-			p("What is left is the floor of a PL/pgSQL function with one primary-key read (replay) or an `INSERT … ON CONFLICT` and an `UPDATE` of an indexed row (first request), plus the `SET enable_seqscan = off` guard of ADR 0025 (a GUC saved and restored per call). Times inside the server are wall-clock, so a machine this busy inflates them; the fastest calls are the better estimate of the floor.\n")
+			p("What is left is one primary-key read through a plan cached in the function (replay), or that read, an `INSERT … ON CONFLICT` and an `UPDATE` of a row in two indexes, and two commits (first request), plus the `SET enable_seqscan = off` guard of ADR 0025. ")
+			if exec != nil && exec.Unguarded != nil && exec.Replay != nil {
+				p("Without the guard the same replay costs %.1f µs (fastest %.1f, against %.1f with it): the guard is what keeps a cached plan from turning into a sequential scan (section 1b). ", exec.Unguarded.TotalUs, exec.Unguarded.MinUs, exec.Replay.MinUs)
+			}
+			if exec != nil && exec.PlainRead != nil {
+				p("The same primary-key read sent as a plain statement, planned on every call as a proxy-safe mode must, costs %.1f µs (%.1f planning + %.1f execution; fastest %.1f): planning alone is more than the target, which is why the claim is a function. ", exec.PlainRead.TotalUs, exec.PlainRead.PlanUs, exec.PlainRead.ExecUs, exec.PlainRead.MinUs)
+			}
+			p("Times inside the server are wall-clock, so a busy machine inflates them; the fastest calls are the better estimate of the floor.\n")
 		case strings.HasPrefix(t.What, "Redis: replay") || strings.HasPrefix(t.What, "Redis: first"):
 			if f := r.Floor; f != nil {
 				fl, rep, alone := side(f.Redis, "floor (PING)"), side(f.Redis, "replay"), side(f.Redis, "claim alone (completed key)")
 				if fl != nil && rep != nil && alone != nil {
-					p("`PING` is %.3f ms; the claim script alone adds %.3f ms (EVALSHA of a script whose one `HMGET` returns the record, and its decoding) and the decorator %.3f ms. ", fl.P50Ms, alone.P50Ms-fl.P50Ms, rep.P50Ms-alone.P50Ms)
+					p("`PING` is %.3f ms; the claim alone adds %.3f ms (its command, the record's bytes and their decoding) and the decorator %.3f ms. ", fl.P50Ms, alone.P50Ms-fl.P50Ms, rep.P50Ms-alone.P50Ms)
 				}
 			}
 			if h := r.HotPath; h != nil && h.Redis != nil && h.Redis.Replay != nil && h.Redis.First != nil {
-				p("Server time is %.1f µs per replay and %.1f µs per first request (`INFO commandstats`); the rest is the client: a script call and its reply, and the decorator's own work.\n", h.Redis.Replay.ServerUs, h.Redis.First.ServerUs)
+				p("Server time is %.1f µs per replay (%s) and %.1f µs per first request (%s), from `INFO commandstats`; the rest is the client's: the call and its reply, and the decorator's own work. A first request is two round trips, so it cannot come under 2× `PING` at any server cost.\n",
+					h.Redis.Replay.ServerUs, commandList(h.Redis.Replay.Commands), h.Redis.First.ServerUs, commandList(h.Redis.First.Commands))
 			} else {
 				p("\n")
 			}

@@ -181,6 +181,8 @@ func shortName(name string) string {
 		return "first req."
 	case "claim alone (completed key)":
 		return "claim alone"
+	case noopShapeName:
+		return "no-op call"
 	case "wrapped (first request)":
 		return "wrapped, first"
 	case "wrapped (replay)":
