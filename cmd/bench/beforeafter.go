@@ -175,6 +175,7 @@ var beforeAfterFigures = []figure{
 	{"Redis `PING` p50", "ms", sideFig(floorRedis, "floor (PING)", p50), true},
 	{"Redis replay p50", "ms", sideFig(floorRedis, "replay", p50), true},
 	{"Redis first request p50", "ms", sideFig(floorRedis, "first request", p50), true},
+	{"Redis claim alone (completed key) p50", "ms", sideFig(floorRedis, "claim alone (completed key)", p50), true},
 	{"Redis replay vs `PING`", "×", ratioFig(floorRedis, "replay", "floor (PING)", p50), true},
 	{"Redis first request vs `PING`", "×", ratioFig(floorRedis, "first request", "floor (PING)", p50), true},
 	{"Redis server time per replay", "µs", redisServer(false), true},
