@@ -2,26 +2,29 @@
 -- token and the in-progress status.
 --
 -- KEYS[1]  the record's key
--- ARGV[1]  owner token            ARGV[5]  body (raw bytes)
--- ARGV[2]  status code            ARGV[6]  body is base64 ("1" or "0")
--- ARGV[3]  headers (JSON or "")   ARGV[7]  expires at (Unix µs)
--- ARGV[4]  headers encoding       ARGV[8]  key time to live (ms)
+-- ARGV[1]  owner token                ARGV[4]  headers, encoded
+-- ARGV[2]  flags (1 byte)             ARGV[5]  body (raw bytes)
+-- ARGV[3]  lease (zero), expires at   ARGV[6]  key time to live (ms)
+--          and status code (16 bytes)
 --
 -- Returns 1 when written, 0 when the caller no longer owns the record as in
--- progress (nothing is written).
-local cur = redis.call('HMGET', KEYS[1], 'status', 'owner')
-if cur[1] ~= 'in_progress' or cur[2] ~= ARGV[1] then
+-- progress (nothing is written). A key of the hash layout answers WRONGTYPE.
+local cur = redis.pcall('GET', KEYS[1])
+if type(cur) == 'table' then
+  return cur
+end
+if not cur then
   return 0
 end
-redis.call('HSET', KEYS[1],
-  'status', 'completed',
-  'lease_until', '',
-  'status_code', ARGV[2],
-  'headers', ARGV[3],
-  'headers_encoding', ARGV[4],
-  'body', ARGV[5],
-  'body_base64', ARGV[6],
-  'expires_at', ARGV[7])
--- As in the claim: the time to live, on the server's clock.
-redis.call('PEXPIRE', KEYS[1], ARGV[8])
+local status, _, _, owner, last = parse(cur)
+if not status then
+  return not_record(KEYS[1])
+end
+if status ~= 'p' or owner ~= ARGV[1] then
+  return 0
+end
+-- The completed record keeps the claim's created at, request hash and owner.
+redis.call('SET', KEYS[1],
+  string.char(1) .. 'c' .. ARGV[2] .. string.sub(cur, 4, 11) .. ARGV[3] .. string.sub(cur, 32, last) .. ARGV[4] .. ARGV[5],
+  'PX', ARGV[6])
 return 1

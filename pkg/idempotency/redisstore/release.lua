@@ -2,9 +2,19 @@
 -- and the in-progress status.
 --
 -- Returns 1 when deleted, 0 when the caller no longer owns the record as in
--- progress (nothing is deleted).
-local cur = redis.call('HMGET', KEYS[1], 'status', 'owner')
-if cur[1] ~= 'in_progress' or cur[2] ~= ARGV[1] then
+-- progress (nothing is deleted). A key of the hash layout answers WRONGTYPE.
+local cur = redis.pcall('GET', KEYS[1])
+if type(cur) == 'table' then
+  return cur
+end
+if not cur then
+  return 0
+end
+local status, _, _, owner = parse(cur)
+if not status then
+  return not_record(KEYS[1])
+end
+if status ~= 'p' or owner ~= ARGV[1] then
   return 0
 end
 redis.call('DEL', KEYS[1])

@@ -3,50 +3,93 @@
 // 10,000 monthly active users. It implements the same idempotency.Store
 // contract as package pgstore and passes the same conformance suite, so a
 // handler wrapped by idempotency.Wrap does not change when the store does.
+// It needs Redis 7.0 or later, or Valkey (SET with both NX and GET).
 //
-// Each record is one hash under "<prefix>{<user_id>}:<key>". The braces are
-// a hash tag: on a cluster, every key of one user lives in the same slot.
+// Each record is one string value under "<prefix>{<user_id>}:<key>". The
+// braces are a hash tag: on a cluster, every key of one user lives in the
+// same slot.
 //
-// Each Store method is one Lua script, run atomically by the server in one
-// round trip (EVALSHA, falling back to EVAL when the server does not know
-// the script yet):
+// # Operations
 //
-//   - Claim reads the record and, when it is absent, expired, or in progress
-//     with a lease that ran out, replaces it with the caller's in-progress
-//     record; otherwise it returns the record as stored.
-//   - Complete writes the response, fenced by the owner token and the
-//     in-progress status.
-//   - Release deletes the record, fenced the same way.
+// The claim is one plain command, no script, in the two cases that make
+// the hot path, a replay and the claim of a new key:
 //
-// Takeover and expiry are decided against the earlier of the caller's
-// clock (Claim.Now, sent as Unix microseconds) and the server's (TIME, read
-// only when the caller's clock says the record is absent, so a replay stays
-// one HMGET): a caller whose clock runs ahead never takes over a lease that
-// is live by the server's clock, and one whose clock runs behind only takes
-// over later. An injected clock set in the past still drives every branch.
-// Expired records are removed by Redis itself: each write sets the key's
-// time to live (PEXPIRE) to the record's, ExpiresAt − Now (while in
-// progress, up to the later of ExpiresAt and the lease), counted on the
-// server's clock, so that a caller whose clock runs behind does not see its
-// record vanish at once; one whose clock runs ahead by s sees it vanish s
-// before its ExpiresAt, at the end of a TTL of hours. The decision of the
-// claim is always taken with the times above. See
-// docs/adr/0060-redis-store.md and docs/adr/0026.
+//	SET <key> <caller's in-progress record> NX PX <ttl ms> GET
 //
-// The response body is stored as raw bytes (Redis strings are binary safe),
-// so it replays byte for byte, whatever it holds.
+// No reply (nil) means the key was free and the caller holds it. A value is
+// the stored record, decoded in Go: when the caller's clock says it is
+// present (not expired; completed, or in progress with a live lease), the
+// claim answers with it: a replay, a duplicate in progress, a reused key,
+// or, for the same owner and request hash in progress, the caller's own
+// claim again (a lost reply). Only when the caller's clock says the stored
+// record is absent does the takeover script run: it reads the value again
+// and decides against the earlier of the caller's clock (Claim.Now, Unix
+// microseconds) and the server's (TIME), so that a caller whose clock runs
+// ahead never takes over a lease that is live by the server's clock, and
+// one whose clock runs behind only takes over later. It replaces the
+// record atomically, or returns the live one, which Go answers with; a key
+// that vanished since the SET is written as by the SET. An injected clock
+// set in the past still drives every branch.
+//
+// Complete and Release are each one Lua script (EVALSHA, falling back to
+// EVAL when the server does not know it yet): GET, check the status (in
+// progress) and the owner token, then SET the completed record or DEL.
+// They are fenced by the owner and the status, not by the lease.
+//
+// Expired records are removed by Redis itself: each write gives the key
+// the record's time to live (PX), ExpiresAt − Now (while in progress, up to
+// the later of ExpiresAt and the lease), counted on the server's clock, so
+// that a caller whose clock runs behind does not see its record vanish at
+// once; one whose clock runs ahead by s sees it vanish s before its
+// ExpiresAt, at the end of a TTL of hours. The claim's decision is always
+// taken with the times above. See docs/adr/0060-redis-store.md,
+// docs/adr/0026 and docs/adr/0086-redis-one-command-hot-path.md.
+//
+// # Record format
+//
+// A record is binary, version 1; integers are big-endian, times are Unix
+// microseconds (signed, 8 bytes), offsets count from 0:
+//
+//	0      1 byte   format version, 1
+//	1      1 byte   status: 'p' in progress, 'c' completed
+//	2      1 byte   flags: bit 0 set when the body is base64 (the handler's flag)
+//	3      8 bytes  created at
+//	11     8 bytes  lease until (0 once completed)
+//	19     8 bytes  expires at
+//	27     4 bytes  status code (signed; 0 while in progress)
+//	31     2 bytes  length of the request hash, then the hash
+//	       2 bytes  length of the owner token, then the token
+//	       2 bytes  number of headers, then for each its name and its value,
+//	                each after its length (4 bytes)
+//	       the rest the response body, raw bytes (empty while in progress)
+//
+// Every variable field but the last carries its length, so no byte in an
+// owner, a header or a body can break the parsing, and the body replays
+// byte for byte whatever it holds. Decoding copies nothing: the strings of
+// a decoded record share the reply's memory. A value of another version,
+// or one too short for its lengths, is not a record: the store answers
+// with a *idempotency.StoreError and leaves it alone.
+//
+// # Upgrade from the hash layout
+//
+// Earlier versions kept a record as a hash, one field per record field. A
+// command of the string layout on such a key answers WRONGTYPE; the store
+// then runs the hash layout's scripts on that key (legacy_hash_*.lua), so
+// a retry across the upgrade still replays and nothing runs twice. A claim
+// that takes over a hash record, or finds its key gone, writes the string
+// layout. Should the key change between the layouts under the store's feet
+// (an earlier version still writing), the store tries each layout again, a
+// bounded number of times, then fails with a StoreError.
 package redisstore
 
 import (
 	"context"
 	_ "embed"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
 
@@ -92,64 +135,147 @@ func (s *Store) Key(userID, key string) string {
 	return s.prefix + "{" + userID + "}:" + key
 }
 
+//go:embed record.lua
+var recordLua string
+
+// newScript returns a script whose text starts with the record format's
+// reader, record.lua.
+func newScript(body string) *redis.Script { return redis.NewScript(recordLua + body) }
+
 var (
-	//go:embed claim.lua
-	claimLua    string
-	claimScript = redis.NewScript(claimLua)
+	//go:embed takeover.lua
+	takeoverLua    string
+	takeoverScript = newScript(takeoverLua)
 
 	//go:embed complete.lua
 	completeLua    string
-	completeScript = redis.NewScript(completeLua)
+	completeScript = newScript(completeLua)
 
 	//go:embed release.lua
 	releaseLua    string
-	releaseScript = redis.NewScript(releaseLua)
+	releaseScript = newScript(releaseLua)
 )
 
-// claimedReply is what the claim script returns when the caller now holds a
-// record it wrote, reclaimedReply when it found the caller's own live claim
-// of the same request; otherwise it returns the stored record's fields.
-const (
-	claimedReply   = "claimed"
-	reclaimedReply = "reclaimed"
-)
+// layoutRounds bounds the tries of one operation when its key keeps
+// changing between the string and the hash layout: string, hash, string.
+const layoutRounds = 3
+
+// errLayoutChanged ends an operation whose key changed layout on every try.
+var errLayoutChanged = errors.New("the record changed between the string and the hash layout on every try")
+
+// eitherLayout runs op on the string layout and, while the key answers
+// WRONGTYPE, on the hash layout and back, at most layoutRounds times.
+func eitherLayout[T any](op func(hash bool) (T, error)) (T, error) {
+	var res T
+	var err error
+	for round := range layoutRounds {
+		if res, err = op(round%2 == 1); !isWrongType(err) {
+			return res, err
+		}
+	}
+	return res, fmt.Errorf("%w: %w", errLayoutChanged, err)
+}
+
+func isWrongType(err error) bool { return err != nil && redis.HasErrorPrefix(err, "WRONGTYPE") }
 
 // Claim implements idempotency.Store.
 func (s *Store) Claim(ctx context.Context, c idempotency.Claim) (idempotency.ClaimResult, error) {
 	if err := ctx.Err(); err != nil {
 		return idempotency.ClaimResult{}, storeError(ctx, "claim", err)
 	}
-	reply, err := claimScript.Run(ctx, s.client, []string{s.Key(c.UserID, c.Key)},
-		c.Owner, c.RequestHash, micros(c.Now), micros(c.LeaseUntil), micros(c.ExpiresAt),
-		ttlMillis(c.Now, later(c.LeaseUntil, c.ExpiresAt)),
-	).Slice()
+	value, err := encodeClaim(c)
 	if err != nil {
 		return idempotency.ClaimResult{}, storeError(ctx, "claim", err)
 	}
-	if len(reply) == 1 && reply[0] == reclaimedReply {
-		// The owner repeating its own live claim of the same request (a lost
-		// reply) holds the record again; the script left it as it was.
-		return idempotency.ClaimResult{Claimed: true, Record: idempotency.Record{
-			UserID: c.UserID, Key: c.Key, Owner: c.Owner, RequestHash: c.RequestHash, Status: idempotency.StatusInProgress,
-		}}, nil
-	}
-	if len(reply) == 1 && reply[0] == claimedReply {
-		return idempotency.ClaimResult{Claimed: true, Record: idempotency.Record{
-			UserID:      c.UserID,
-			Key:         c.Key,
-			Owner:       c.Owner,
-			RequestHash: c.RequestHash,
-			Status:      idempotency.StatusInProgress,
-			CreatedAt:   fromMicros(micros(c.Now)),
-			LeaseUntil:  fromMicros(micros(c.LeaseUntil)),
-			ExpiresAt:   fromMicros(micros(c.ExpiresAt)),
-		}}, nil
-	}
-	rec, err := decodeRecord(c.UserID, c.Key, reply)
+	key := s.Key(c.UserID, c.Key)
+	ttl := ttlMillis(c.Now, later(c.LeaseUntil, c.ExpiresAt))
+	res, err := eitherLayout(func(hash bool) (idempotency.ClaimResult, error) {
+		if hash {
+			return s.claimHash(ctx, key, c, value, ttl)
+		}
+		return s.claim(ctx, key, c, value, ttl)
+	})
 	if err != nil {
 		return idempotency.ClaimResult{}, storeError(ctx, "claim", err)
 	}
-	return idempotency.ClaimResult{Record: rec}, nil
+	return res, nil
+}
+
+// claim is the claim on the string layout.
+func (s *Store) claim(ctx context.Context, key string, c idempotency.Claim, value []byte, ttl int64) (idempotency.ClaimResult, error) {
+	set := redis.NewStringCmd(ctx, "set", key, value, "nx", "px", ttl, "get")
+	_ = s.client.Process(ctx, set)
+	cur, err := set.Result()
+	if errors.Is(err, redis.Nil) {
+		return claimed(c), nil
+	}
+	if err != nil {
+		return idempotency.ClaimResult{}, err
+	}
+	rec, err := decodeRecord(c.UserID, c.Key, cur)
+	if err != nil {
+		return idempotency.ClaimResult{}, err
+	}
+	if present(rec, c.Now.UnixMicro()) {
+		return existing(c, rec), nil
+	}
+	reply, err := takeoverScript.Run(ctx, s.client, []string{key}, value, c.Now.UnixMicro(), ttl).Result()
+	if err != nil {
+		return idempotency.ClaimResult{}, err
+	}
+	switch r := reply.(type) {
+	case int64:
+		return claimed(c), nil
+	case string:
+		// Live by the earlier of the two clocks: the answer, whatever the
+		// caller's clock says.
+		if rec, err = decodeRecord(c.UserID, c.Key, r); err != nil {
+			return idempotency.ClaimResult{}, err
+		}
+		return existing(c, rec), nil
+	default:
+		return idempotency.ClaimResult{}, fmt.Errorf("malformed takeover reply: %T", reply)
+	}
+}
+
+// claimHash is the claim on a key that holds a record of the hash layout.
+func (s *Store) claimHash(ctx context.Context, key string, c idempotency.Claim, value []byte, ttl int64) (idempotency.ClaimResult, error) {
+	reply, err := legacyHashClaimScript.Run(ctx, s.client, []string{key},
+		c.Owner, c.RequestHash, c.Now.UnixMicro(), value, ttl).Slice()
+	if err != nil {
+		return idempotency.ClaimResult{}, err
+	}
+	return hashClaimResult(c, reply)
+}
+
+// present reports whether rec counts as present at now (Unix µs): not
+// expired, and completed or in progress with a live lease.
+func present(rec idempotency.Record, now int64) bool {
+	return rec.ExpiresAt.UnixMicro() > now &&
+		(rec.Status == idempotency.StatusCompleted || rec.LeaseUntil.UnixMicro() > now)
+}
+
+// existing is the claim's answer when it finds rec live: the caller's own
+// claim of the same request again (a lost reply), or rec as it is.
+func existing(c idempotency.Claim, rec idempotency.Record) idempotency.ClaimResult {
+	if rec.Status == idempotency.StatusInProgress && rec.Owner == c.Owner && rec.RequestHash == c.RequestHash {
+		return idempotency.ClaimResult{Claimed: true, Record: rec}
+	}
+	return idempotency.ClaimResult{Record: rec}
+}
+
+// claimed is the caller's record as its claim wrote it.
+func claimed(c idempotency.Claim) idempotency.ClaimResult {
+	return idempotency.ClaimResult{Claimed: true, Record: idempotency.Record{
+		UserID:      c.UserID,
+		Key:         c.Key,
+		Owner:       c.Owner,
+		RequestHash: c.RequestHash,
+		Status:      idempotency.StatusInProgress,
+		CreatedAt:   time.UnixMicro(c.Now.UnixMicro()).UTC(),
+		LeaseUntil:  time.UnixMicro(c.LeaseUntil.UnixMicro()).UTC(),
+		ExpiresAt:   time.UnixMicro(c.ExpiresAt.UnixMicro()).UTC(),
+	}}
 }
 
 // Complete implements idempotency.Store. The write is fenced by the owner
@@ -160,14 +286,18 @@ func (s *Store) Complete(ctx context.Context, c idempotency.Completion) error {
 	if err := ctx.Err(); err != nil {
 		return storeError(ctx, "complete", err)
 	}
-	headers, headersEncoding, err := encodeHeaders(c.Response.Headers)
+	flags, times, headers, err := encodeCompletion(c.Response, c.ExpiresAt)
 	if err != nil {
 		return storeError(ctx, "complete", err)
 	}
-	n, err := completeScript.Run(ctx, s.client, []string{s.Key(c.UserID, c.Key)},
-		c.Owner, strconv.Itoa(c.Response.StatusCode), headers, headersEncoding,
-		c.Response.Body, flag(c.Response.IsBase64Encoded), micros(c.ExpiresAt), ttlMillis(c.Now, c.ExpiresAt),
-	).Int64()
+	keys := []string{s.Key(c.UserID, c.Key)}
+	ttl := ttlMillis(c.Now, c.ExpiresAt)
+	n, err := eitherLayout(func(hash bool) (int64, error) {
+		if hash {
+			return s.completeHash(ctx, keys, c, ttl)
+		}
+		return completeScript.Run(ctx, s.client, keys, c.Owner, flags, times, headers, c.Response.Body, ttl).Int64()
+	})
 	if err != nil {
 		return storeError(ctx, "complete", err)
 	}
@@ -177,12 +307,35 @@ func (s *Store) Complete(ctx context.Context, c idempotency.Completion) error {
 	return nil
 }
 
+// completeHash is Complete on a key that holds a record of the hash layout.
+func (s *Store) completeHash(ctx context.Context, keys []string, c idempotency.Completion, ttl int64) (int64, error) {
+	headers, headersEncoding, err := encodeHashHeaders(c.Response.Headers)
+	if err != nil {
+		return 0, err
+	}
+	body64 := "0"
+	if c.Response.IsBase64Encoded {
+		body64 = "1"
+	}
+	return legacyHashCompleteScript.Run(ctx, s.client, keys,
+		c.Owner, strconv.Itoa(c.Response.StatusCode), headers, headersEncoding,
+		c.Response.Body, body64, c.ExpiresAt.UnixMicro(), ttl,
+	).Int64()
+}
+
 // Release implements idempotency.Store.
 func (s *Store) Release(ctx context.Context, r idempotency.Ref) error {
 	if err := ctx.Err(); err != nil {
 		return storeError(ctx, "release", err)
 	}
-	n, err := releaseScript.Run(ctx, s.client, []string{s.Key(r.UserID, r.Key)}, r.Owner).Int64()
+	keys := []string{s.Key(r.UserID, r.Key)}
+	n, err := eitherLayout(func(hash bool) (int64, error) {
+		script := releaseScript
+		if hash {
+			script = legacyHashReleaseScript
+		}
+		return script.Run(ctx, s.client, keys, r.Owner).Int64()
+	})
 	if err != nil {
 		return storeError(ctx, "release", err)
 	}
@@ -203,170 +356,29 @@ func storeError(ctx context.Context, op string, err error) error {
 	switch {
 	case errors.Is(err, redis.Nil):
 		err = fmt.Errorf("the server returned no reply to the %s script: %w", op, err)
+	case errors.Is(err, errNotRecord), strings.Contains(err.Error(), "is not an idempotency record"):
+		err = fmt.Errorf("a key under the idempotency prefix holds a value that is not a record (is Options.KeyPrefix shared with other data?): %w", err)
 	case redis.HasErrorPrefix(err, "WRONGTYPE"):
 		err = fmt.Errorf("a key under the idempotency prefix holds another type of value (is Options.KeyPrefix shared with other data?): %w", err)
 	case redis.HasErrorPrefix(err, "OOM"):
 		err = fmt.Errorf("the server is out of memory (maxmemory reached with the noeviction policy): %w", err)
 	case redis.HasErrorPrefix(err, "READONLY"):
 		err = fmt.Errorf("the server is a read-only replica; use the primary endpoint: %w", err)
+	case op == "claim" && redis.HasErrorPrefix(err, "ERR syntax error"):
+		err = fmt.Errorf("the server refused SET with NX and GET (it needs Redis 7.0 or later, or Valkey): %w", err)
 	}
 	return &idempotency.StoreError{Op: op, Err: err}
 }
 
-// Record fields, as the scripts write them.
-const (
-	fieldStatus          = "status"
-	fieldOwner           = "owner"
-	fieldRequestHash     = "request_hash"
-	fieldCreatedAt       = "created_at"
-	fieldLeaseUntil      = "lease_until"
-	fieldExpiresAt       = "expires_at"
-	fieldStatusCode      = "status_code"
-	fieldHeaders         = "headers"
-	fieldHeadersEncoding = "headers_encoding"
-	fieldBody            = "body"
-	fieldBodyBase64      = "body_base64"
-)
-
-// claimFields are the fields the claim script returns, in its order.
-var claimFields = []string{fieldStatus, fieldRequestHash, fieldOwner, fieldLeaseUntil, fieldExpiresAt,
-	fieldCreatedAt, fieldStatusCode, fieldHeaders, fieldHeadersEncoding, fieldBody, fieldBodyBase64}
-
-// decodeRecord reads the record's fields as the claim script returns them.
-func decodeRecord(userID, key string, reply []any) (idempotency.Record, error) {
-	if len(reply) != len(claimFields) {
-		return idempotency.Record{}, fmt.Errorf("malformed record reply: %d elements", len(reply))
-	}
-	f := make(map[string]string, len(reply))
-	for i, v := range reply {
-		s, ok := v.(string)
-		if !ok {
-			return idempotency.Record{}, fmt.Errorf("malformed record reply: element %d is %T", i, v)
-		}
-		f[claimFields[i]] = s
-	}
-	rec := idempotency.Record{
-		UserID:      userID,
-		Key:         key,
-		Owner:       f[fieldOwner],
-		RequestHash: f[fieldRequestHash],
-		Status:      idempotency.Status(f[fieldStatus]),
-	}
-	var err error
-	if f[fieldCreatedAt] != "" {
-		if rec.CreatedAt, err = parseMicros(f, fieldCreatedAt); err != nil {
-			return idempotency.Record{}, err
-		}
-	}
-	if rec.ExpiresAt, err = parseMicros(f, fieldExpiresAt); err != nil {
-		return idempotency.Record{}, err
-	}
-	switch rec.Status {
-	case idempotency.StatusInProgress:
-		if rec.LeaseUntil, err = parseMicros(f, fieldLeaseUntil); err != nil {
-			return idempotency.Record{}, err
-		}
-	case idempotency.StatusCompleted:
-		resp := &idempotency.StoredResponse{Body: f[fieldBody], IsBase64Encoded: f[fieldBodyBase64] == "1"}
-		if resp.StatusCode, err = strconv.Atoi(f[fieldStatusCode]); err != nil {
-			return idempotency.Record{}, fmt.Errorf("malformed record field %s: %w", fieldStatusCode, err)
-		}
-		if resp.Headers, err = decodeHeaders(f[fieldHeaders], f[fieldHeadersEncoding]); err != nil {
-			return idempotency.Record{}, err
-		}
-		rec.Response = resp
-	default:
-		return idempotency.Record{}, fmt.Errorf("malformed record: unknown status %q", rec.Status)
-	}
-	return rec, nil
-}
-
-// headersBase64 marks a header set kept as base64 of its names and values
-// because JSON text cannot carry their bytes (invalid UTF-8).
-const headersBase64 = "base64"
-
-// encodeHeaders returns the JSON text of h ("" for none) and its encoding
-// marker: "" when the names and values are kept as they are, "base64" when
-// they are base64 of their bytes.
-func encodeHeaders(h map[string]string) (string, string, error) {
-	if len(h) == 0 {
-		return "", "", nil
-	}
-	encoding := ""
-	for k, v := range h {
-		if !utf8.ValidString(k) || !utf8.ValidString(v) {
-			encoding = headersBase64
-			break
-		}
-	}
-	if encoding == headersBase64 {
-		b64 := make(map[string]string, len(h))
-		for k, v := range h {
-			b64[base64.StdEncoding.EncodeToString([]byte(k))] = base64.StdEncoding.EncodeToString([]byte(v))
-		}
-		h = b64
-	}
-	b, err := json.Marshal(h)
-	if err != nil {
-		return "", "", fmt.Errorf("encoding the response headers: %w", err)
-	}
-	return string(b), encoding, nil
-}
-
-func decodeHeaders(text, encoding string) (map[string]string, error) {
-	if text == "" {
-		return nil, nil
-	}
-	var h map[string]string
-	if err := json.Unmarshal([]byte(text), &h); err != nil {
-		return nil, fmt.Errorf("malformed record field %s: %w", fieldHeaders, err)
-	}
-	switch encoding {
-	case "":
-		return h, nil
-	case headersBase64:
-		out := make(map[string]string, len(h))
-		for k, v := range h {
-			kb, kerr := base64.StdEncoding.DecodeString(k)
-			vb, verr := base64.StdEncoding.DecodeString(v)
-			if err := errors.Join(kerr, verr); err != nil {
-				return nil, fmt.Errorf("malformed record field %s: %w", fieldHeaders, err)
-			}
-			out[string(kb)] = string(vb)
-		}
-		return out, nil
-	default:
-		return nil, fmt.Errorf("malformed record: unknown %s %q", fieldHeadersEncoding, encoding)
-	}
-}
-
-// micros returns t as decimal Unix microseconds, the precision the contract
-// keeps (PostgreSQL's timestamptz). Lua compares them as doubles, which hold
-// every integer up to 2^53 exactly: Unix microseconds until the year 2255.
-func micros(t time.Time) string { return strconv.FormatInt(t.UnixMicro(), 10) }
-
-func fromMicros(s string) time.Time {
-	n, _ := strconv.ParseInt(s, 10, 64)
-	return time.UnixMicro(n).UTC()
-}
-
-func parseMicros(f map[string]string, name string) (time.Time, error) {
-	n, err := strconv.ParseInt(f[name], 10, 64)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("malformed record field %s: %w", name, err)
-	}
-	return time.UnixMicro(n).UTC(), nil
-}
-
 // ttlMillis is the time from now to t in whole milliseconds, rounded up,
 // at least one.
-func ttlMillis(now, t time.Time) string {
+func ttlMillis(now, t time.Time) int64 {
 	d := t.Sub(now)
 	ms := d.Milliseconds()
 	if time.Duration(ms)*time.Millisecond < d {
 		ms++
 	}
-	return strconv.FormatInt(max(ms, 1), 10)
+	return max(ms, 1)
 }
 
 func later(a, b time.Time) time.Time {
@@ -374,11 +386,4 @@ func later(a, b time.Time) time.Time {
 		return a
 	}
 	return b
-}
-
-func flag(b bool) string {
-	if b {
-		return "1"
-	}
-	return "0"
 }

@@ -1,7 +1,9 @@
 package redisstore_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"strings"
 	"testing"
@@ -141,9 +143,9 @@ func TestKeyExpiry(t *testing.T) {
 			require.NoError(t, st.Complete(ctx, done))
 			requirePTTL(t, key, done.ExpiresAt)
 
-			fields, err := client.HGetAll(ctx, key).Result()
+			rec, err := redisstore.DecodeRecord(client.Get(ctx, key).Val())
 			require.NoError(t, err)
-			require.Empty(t, fields["lease_until"], "a completed record has no lease")
+			require.True(t, rec.LeaseUntil.IsZero(), "a completed record has no lease")
 		})
 	}
 }
@@ -171,8 +173,8 @@ func TestKeyLivesForItsTTL(t *testing.T) {
 	}
 }
 
-// TestRecordLayout pins the key name (hash tag per user, prefix) and the raw
-// storage of the body.
+// TestRecordLayout pins the key name (hash tag per user, prefix) and the
+// record format, byte for byte, as the package comment describes it.
 func TestRecordLayout(t *testing.T) {
 	t.Parallel()
 	client := redistest.NewClient(t)
@@ -192,28 +194,26 @@ func TestRecordLayout(t *testing.T) {
 	require.True(t, res.Claimed)
 	require.Equal(t, now.Truncate(time.Microsecond), res.Record.CreatedAt, "times keep microseconds")
 	require.Zero(t, client.Exists(ctx, def.Key(ref.UserID, ref.Key)).Val(), "the prefix separates stores")
+	require.Equal(t, "string", client.Type(ctx, key).Val())
 
-	fields, err := client.HGetAll(ctx, key).Result()
-	require.NoError(t, err)
-	require.Equal(t, map[string]string{
-		"status":       "in_progress",
-		"owner":        ref.Owner,
-		"request_hash": "h",
-		"created_at":   fmt.Sprint(now.UnixMicro()),
-		"lease_until":  fmt.Sprint(now.Add(time.Minute).UnixMicro()),
-		"expires_at":   fmt.Sprint(now.Add(time.Hour).UnixMicro()),
-	}, fields)
+	u64 := func(t time.Time) []byte { return binary.BigEndian.AppendUint64(nil, uint64(t.UnixMicro())) }
+	str16 := func(s string) []byte { return append(binary.BigEndian.AppendUint16(nil, uint16(len(s))), s...) }
+	str32 := func(s string) []byte { return append(binary.BigEndian.AppendUint32(nil, uint32(len(s))), s...) }
+	cat := func(parts ...[]byte) string { return string(bytes.Join(parts, nil)) }
+
+	require.Equal(t, cat(
+		[]byte{1, 'p', 0}, u64(now), u64(now.Add(time.Minute)), u64(now.Add(time.Hour)), []byte{0, 0, 0, 0},
+		str16("h"), str16(ref.Owner), []byte{0, 0},
+	), client.Get(ctx, key).Val(), "the in-progress record")
 
 	body := "{\"a\": 1}\x00\xff raw"
-	require.NoError(t, st.Complete(ctx, idempotency.Completion{Ref: ref, Now: now, ExpiresAt: now.Add(time.Hour),
-		Response: idempotency.StoredResponse{StatusCode: 201, Headers: map[string]string{"Content-Type": "application/json"}, Body: body}}))
-	fields, err = client.HGetAll(ctx, key).Result()
-	require.NoError(t, err)
-	require.Equal(t, body, fields["body"], "the body is stored as its raw bytes")
-	require.JSONEq(t, `{"Content-Type":"application/json"}`, fields["headers"])
-	require.Equal(t, "completed", fields["status"])
-	require.Equal(t, "201", fields["status_code"])
-	require.Equal(t, "0", fields["body_base64"])
+	done := now.Add(2 * time.Hour)
+	require.NoError(t, st.Complete(ctx, idempotency.Completion{Ref: ref, Now: now, ExpiresAt: done,
+		Response: idempotency.StoredResponse{StatusCode: 201, Headers: map[string]string{"Content-Type": "application/json"}, Body: body, IsBase64Encoded: true}}))
+	require.Equal(t, cat(
+		[]byte{1, 'c', 1}, u64(now), make([]byte, 8), u64(done), []byte{0, 0, 0, 201},
+		str16("h"), str16(ref.Owner), []byte{0, 1}, str32("Content-Type"), str32("application/json"), []byte(body),
+	), client.Get(ctx, key).Val(), "the completed record: the claim's times, hash and owner, then the response, the raw body last")
 }
 
 // TestReplayByteForByte round-trips bodies and headers that a JSON or text

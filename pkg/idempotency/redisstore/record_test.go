@@ -1,0 +1,194 @@
+package redisstore
+
+import (
+	"context"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ichido/ichido/pkg/idempotency"
+	"github.com/ichido/ichido/pkg/redistest"
+)
+
+func allBytes() string {
+	var b strings.Builder
+	for i := range 256 {
+		b.WriteByte(byte(i))
+	}
+	return b.String()
+}
+
+func sampleRecords() map[string]idempotency.Record {
+	at := time.Date(2100, 1, 2, 3, 4, 5, 678901000, time.UTC)
+	completed := func(resp idempotency.StoredResponse) idempotency.Record {
+		return idempotency.Record{Owner: "owner", RequestHash: strings.Repeat("ab", 32), Status: idempotency.StatusCompleted,
+			CreatedAt: at, ExpiresAt: at.Add(24 * time.Hour), Response: &resp}
+	}
+	return map[string]idempotency.Record{
+		"in progress": {Owner: "owner", RequestHash: strings.Repeat("ab", 32), Status: idempotency.StatusInProgress,
+			CreatedAt: at, LeaseUntil: at.Add(12 * time.Second), ExpiresAt: at.Add(24 * time.Hour)},
+		"in progress, odd owner and hash": {Owner: allBytes() + strings.Repeat("o", 300), RequestHash: "\x00\xff",
+			Status: idempotency.StatusInProgress, CreatedAt: at, LeaseUntil: at, ExpiresAt: at},
+		"in progress, empty owner and hash": {Status: idempotency.StatusInProgress, CreatedAt: at, LeaseUntil: at, ExpiresAt: at},
+		"times before 1970": {Owner: "o", RequestHash: "h", Status: idempotency.StatusInProgress,
+			CreatedAt: time.Date(1960, 1, 1, 0, 0, 0, 1000, time.UTC), LeaseUntil: time.UnixMicro(-1).UTC(), ExpiresAt: time.UnixMicro(0).UTC()},
+		"every byte value in the body": completed(idempotency.StoredResponse{StatusCode: 200, Body: allBytes() + allBytes()}),
+		"empty body":                   completed(idempotency.StoredResponse{StatusCode: 204}),
+		"large body":                   completed(idempotency.StoredResponse{StatusCode: 200, Body: strings.Repeat(allBytes(), 8<<10)}),
+		"base64 body":                  completed(idempotency.StoredResponse{StatusCode: 200, Body: "AAEC", IsBase64Encoded: true}),
+		"headers": completed(idempotency.StoredResponse{StatusCode: 201, Body: `{"id":"1"}`, Headers: map[string]string{
+			"Content-Type": "application/json", "Location": "/tasks/1", "X-Raw": allBytes(), "": "", "X-Empty": "",
+			allBytes(): "name of every byte",
+		}}),
+		"odd status codes": completed(idempotency.StoredResponse{StatusCode: -1, Body: "x"}),
+		"largest code":     completed(idempotency.StoredResponse{StatusCode: math.MaxInt32}),
+	}
+}
+
+func TestRecordRoundTrip(t *testing.T) {
+	t.Parallel()
+	for name, rec := range sampleRecords() {
+		t.Run(name, func(t *testing.T) {
+			v, err := encodeRecord(rec)
+			require.NoError(t, err)
+			got, err := decodeRecord("user", "key", string(v))
+			require.NoError(t, err)
+			want := rec
+			want.UserID, want.Key = "user", "key"
+			if want.Status == idempotency.StatusCompleted {
+				want.LeaseUntil = time.Time{}
+				if len(want.Response.Headers) == 0 {
+					want.Response.Headers = nil
+				}
+			}
+			require.Equal(t, want, got)
+			if rec.Response != nil {
+				require.Equal(t, []byte(rec.Response.Body), []byte(got.Response.Body), "the body, byte for byte")
+			}
+		})
+	}
+}
+
+// TestRecordTruncated: a value cut before the end of its length-prefixed
+// fields is not a record; cut in the body, it is one with a shorter body
+// (the body is last and has no length), which is why nothing but the store
+// writes under the prefix.
+func TestRecordTruncated(t *testing.T) {
+	t.Parallel()
+	rec := sampleRecords()["headers"]
+	v, err := encodeRecord(rec)
+	require.NoError(t, err)
+	bodyAt := len(v) - len(rec.Response.Body)
+	for n := range bodyAt {
+		_, err := decodeRecord("", "", string(v[:n]))
+		require.ErrorIs(t, err, errNotRecord, "cut at %d of %d", n, len(v))
+	}
+	got, err := decodeRecord("", "", string(v[:bodyAt]))
+	require.NoError(t, err)
+	require.Empty(t, got.Response.Body)
+}
+
+func TestRecordRejects(t *testing.T) {
+	t.Parallel()
+	rec := sampleRecords()["in progress"]
+	v, err := encodeRecord(rec)
+	require.NoError(t, err)
+	for name, value := range map[string]string{
+		"another version": "\x02" + string(v[1:]),
+		"unknown status":  string(v[:1]) + "x" + string(v[2:]),
+		"plain text":      "not a record at all, but long enough to hold the fixed fields",
+		"empty":           "",
+	} {
+		_, err := decodeRecord("", "", value)
+		require.ErrorIs(t, err, errNotRecord, name)
+	}
+
+	for name, bad := range map[string]idempotency.Record{
+		"owner too long":    {Owner: strings.Repeat("o", math.MaxUint16+1), Status: idempotency.StatusInProgress},
+		"hash too long":     {RequestHash: strings.Repeat("h", math.MaxUint16+1), Status: idempotency.StatusInProgress},
+		"no status":         {},
+		"no response":       {Status: idempotency.StatusCompleted},
+		"code out of range": {Status: idempotency.StatusCompleted, Response: &idempotency.StoredResponse{StatusCode: math.MaxInt32 + 1}},
+	} {
+		_, err := encodeRecord(bad)
+		require.Error(t, err, name)
+	}
+}
+
+// TestDecodeAllocations: decoding shares the value's memory; what it
+// allocates is the response and the header map.
+func TestDecodeAllocations(t *testing.T) {
+	rec := sampleRecords()["headers"]
+	v, err := encodeRecord(rec)
+	require.NoError(t, err)
+	s := string(v)
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, err := decodeRecord("u", "k", s); err != nil {
+			panic(err)
+		}
+	})
+	require.LessOrEqual(t, allocs, 4.0)
+}
+
+func FuzzDecodeRecord(f *testing.F) {
+	for _, rec := range sampleRecords() {
+		if v, err := encodeRecord(rec); err == nil && len(v) < 4096 {
+			f.Add(v)
+		}
+	}
+	f.Fuzz(func(t *testing.T, v []byte) {
+		rec, err := decodeRecord("", "", string(v))
+		if err != nil {
+			return
+		}
+		// What decodes encodes again to a value that decodes the same.
+		again, err := encodeRecord(rec)
+		require.NoError(t, err)
+		rec2, err := decodeRecord("", "", string(again))
+		require.NoError(t, err)
+		if rec.Response != nil && len(rec.Response.Headers) == 0 {
+			rec.Response.Headers = nil
+		}
+		if rec.Status == idempotency.StatusCompleted {
+			rec.LeaseUntil = time.Time{}
+		}
+		require.Equal(t, rec, rec2)
+	})
+}
+
+// TestCompleteScriptWritesTheFormat: the complete script, which builds the
+// completed record from the in-progress one on the server, writes the
+// value that encodeRecord writes; the claim writes encodeClaim's.
+func TestCompleteScriptWritesTheFormat(t *testing.T) {
+	t.Parallel()
+	client := redistest.NewClient(t)
+	st := New(client, &Options{KeyPrefix: "format:"})
+	ctx := context.Background()
+	for name, rec := range sampleRecords() {
+		t.Run(name, func(t *testing.T) {
+			if rec.Response != nil && len(rec.Response.Headers) > 1 {
+				t.Skip("the order of several headers is not fixed")
+			}
+			c := idempotency.Claim{Ref: idempotency.Ref{UserID: "u", Key: name, Owner: rec.Owner}, RequestHash: rec.RequestHash,
+				Now: rec.CreatedAt, LeaseUntil: rec.CreatedAt.Add(time.Minute), ExpiresAt: rec.CreatedAt.Add(time.Hour)}
+			res, err := st.Claim(ctx, c)
+			require.NoError(t, err)
+			require.True(t, res.Claimed)
+			want, err := encodeClaim(c)
+			require.NoError(t, err)
+			key := st.Key(c.UserID, c.Key)
+			require.Equal(t, string(want), client.Get(ctx, key).Val())
+			if rec.Response == nil {
+				require.NoError(t, st.Release(ctx, c.Ref))
+				return
+			}
+			require.NoError(t, st.Complete(ctx, idempotency.Completion{Ref: c.Ref, Response: *rec.Response, Now: c.Now, ExpiresAt: rec.ExpiresAt}))
+			want, err = encodeRecord(rec)
+			require.NoError(t, err)
+			require.Equal(t, string(want), client.Get(ctx, key).Val())
+		})
+	}
+}
