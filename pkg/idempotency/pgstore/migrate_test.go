@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgerrcode"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -59,7 +61,7 @@ func TestMigrateIntoChosenSchema(t *testing.T) {
 	res, err := pgstore.Migrate(ctx, db.Pool, &pgstore.MigrateOptions{Schema: schema})
 	require.NoError(t, err)
 	require.Equal(t, schema, res.Schema)
-	require.Equal(t, []string{"0001_idempotency_keys.sql", "0002_purge_procedure.sql", "0003_hot_path_functions.sql", "0004_lean_claim.sql"}, res.Applied)
+	require.Equal(t, []string{"0001_idempotency_keys.sql", "0002_purge_procedure.sql", "0003_hot_path_functions.sql", "0004_lean_claim.sql", "0005_no_check_constraints.sql"}, res.Applied)
 	require.NotNil(t, res.Purge)
 	require.Equal(t, "purge-idempotency-"+schema, res.Purge.Name)
 
@@ -136,7 +138,7 @@ func TestMigrateTakesOverEarlierLayout(t *testing.T) {
 
 	res, err := pgstore.Migrate(ctx, db.Pool, nil)
 	require.NoError(t, err)
-	require.Equal(t, []string{"0003_hot_path_functions.sql", "0004_lean_claim.sql"}, res.Applied)
+	require.Equal(t, []string{"0003_hot_path_functions.sql", "0004_lean_claim.sql", "0005_no_check_constraints.sql"}, res.Applied)
 	now := time.Now()
 	got, err := pgstore.New(db.Pool, nil).Claim(ctx, idempotency.Claim{Ref: idempotency.Ref{UserID: user, Key: key, Owner: "x"},
 		RequestHash: "h", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)})
@@ -229,16 +231,20 @@ func TestNoSequentialScanAfterEmptyAnalyze(t *testing.T) {
 	}
 	// Every statement of the functions runs on the empty table (no page
 	// yet), more often than the five custom plans after which a cached plan
-	// may be kept for good. A claim whose key breaks the table's CHECK runs
-	// its lookup and then fails before its insert writes a page.
+	// may be kept for good. A claim without an owner (NULL, which no Store
+	// call can send) runs its lookup and then fails on NOT NULL before its
+	// insert writes a page.
 	for range 10 {
 		var s *string
 		require.NoError(t, conn.QueryRow(ctx, `SELECT unguarded_lookup($1::uuid, $2::text)`, user, uuid.NewString()).Scan(&s))
 	}
 	for range 10 {
-		bad := claim(uuid.NewString()[:35], "first")
-		_, err := onConn.Claim(ctx, bad)
-		require.Error(t, err)
+		var answer *string
+		err := conn.QueryRow(ctx, `SELECT idempotency_key_claim($1::uuid, $2::text, 'h', NULL, now(), now() + interval '1 minute', now() + interval '1 hour')`,
+			user, uuid.NewString()).Scan(&answer)
+		var pgErr *pgconn.PgError
+		require.ErrorAs(t, err, &pgErr)
+		require.Equal(t, pgerrcode.NotNullViolation, pgErr.Code)
 		ref := claim(uuid.NewString(), "first").Ref
 		require.ErrorIs(t, onConn.Complete(ctx, idempotency.Completion{Ref: ref, Response: idempotency.StoredResponse{StatusCode: 201, Body: "{}"}, Now: now, ExpiresAt: now.Add(time.Hour)}), idempotency.ErrLeaseLost)
 		require.ErrorIs(t, onConn.Release(ctx, ref), idempotency.ErrLeaseLost)

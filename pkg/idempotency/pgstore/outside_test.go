@@ -84,7 +84,7 @@ func TestProgramOutsideTheRepository(t *testing.T) {
 			own = append(own, line)
 		}
 	}
-	require.Equal(t, `key store in schema orders_idempotency, 4 migrations applied
+	require.Equal(t, `key store in schema orders_idempotency, 5 migrations applied
 201 {"order":"1"} replayed=""
 201 {"order":"1"} replayed="true"
 `, strings.Join(own, ""))
