@@ -212,6 +212,9 @@ func (b *bench) missedMarkdown(w *strings.Builder) {
 			p("Eight clients on %d CPUs shared with the server are CPU-bound: throughput is the inverse of the CPU a call costs on both sides together. ", r.Machine.CPUs)
 			if exec != nil && exec.Replay != nil && exec.Floor != nil {
 				p("A replay costs the server %.1f µs against %.1f µs for `SELECT 1`, and the client the decorator's work on top of the driver's. ", exec.Replay.TotalUs, exec.Floor.TotalUs)
+				if exec.NoopShape != nil {
+					p("Even a call of the claim's shape that does nothing costs the server %.1f µs, %s what `SELECT 1` does, and at one client it is already %s slower (section 1), before the replay's read. ", exec.NoopShape.TotalUs, fx(ratio(exec.NoopShape.TotalUs, exec.Floor.TotalUs)), noopLatencyRatio(r))
+				}
 			}
 			p("\n")
 		case strings.HasPrefix(t.What, "POST /tasks"):
@@ -231,4 +234,17 @@ func (b *bench) missedMarkdown(w *strings.Builder) {
 		}
 	}
 	p("\n")
+}
+
+// noopLatencyRatio is the no-op call of the claim's shape against SELECT 1
+// at one client (section 1), or "n/a".
+func noopLatencyRatio(r *Results) string {
+	if r.Floor == nil {
+		return "n/a"
+	}
+	fl, shape := side(r.Floor.Postgres, "floor (SELECT 1)"), side(r.Floor.Postgres, noopShapeName)
+	if fl == nil || shape == nil {
+		return "n/a"
+	}
+	return fx(ratio(shape.P50Ms, fl.P50Ms))
 }
