@@ -288,8 +288,9 @@ func (b *bench) replayVariants(ctx context.Context, admin, pool *pgxpool.Pool, s
 	if err := pool.QueryRow(ctx, `SELECT pg_get_functiondef('idempotency_key_claim'::regproc)`).Scan(&def); err != nil {
 		return err
 	}
-	unguarded := strings.Replace(strings.Replace(def, "idempotency_key_claim(", "bench_unguarded_claim(", 1), " SET enable_seqscan TO 'off'\n", "", 1)
-	if unguarded == strings.Replace(def, "idempotency_key_claim(", "bench_unguarded_claim(", 1) {
+	renamed := strings.Replace(def, "idempotency_key_claim(", "bench_unguarded_claim(", 1)
+	unguarded := strings.Replace(renamed, " SET enable_seqscan TO 'off'\n", "", 1)
+	if unguarded == renamed {
 		return errors.New("the claim function has no SET enable_seqscan clause to take out")
 	}
 	if _, err := pool.Exec(ctx, unguarded); err != nil {

@@ -144,9 +144,10 @@ func (o *observation) emit(ctx context.Context, logger *slog.Logger, metrics *me
 		if len(o.storeMS) > 0 {
 			store := make([]slog.Attr, 0, 2*len(o.storeMS))
 			for _, c := range o.storeMS {
-				store = append(store, slog.Float64(opKey(c.op, "_ms"), c.ms))
+				msKey, callsKey := storeKeys(c.op)
+				store = append(store, slog.Float64(msKey, c.ms))
 				if c.calls > 1 {
-					store = append(store, slog.Int(opKey(c.op, "_calls"), c.calls))
+					store = append(store, slog.Int(callsKey, c.calls))
 				}
 			}
 			attrs = append(attrs, slog.Attr{Key: "store", Value: slog.GroupValue(store...)})
@@ -168,18 +169,18 @@ func (o *observation) emit(ctx context.Context, logger *slog.Logger, metrics *me
 	metrics.write(o.start, counts)
 }
 
-// opKey is the log key of a Store operation's figure, without a
-// concatenation for the three operations there are.
-func opKey(op, suffix string) string {
-	switch op + suffix {
-	case "claim_ms":
-		return "claim_ms"
-	case "complete_ms":
-		return "complete_ms"
-	case "release_ms":
-		return "release_ms"
+// storeKeys are the log keys of a Store operation's latency and call count;
+// constants for the three operations there are, so that no line builds them.
+func storeKeys(op string) (ms, calls string) {
+	switch op {
+	case "claim":
+		return "claim_ms", "claim_calls"
+	case "complete":
+		return "complete_ms", "complete_calls"
+	case "release":
+		return "release_ms", "release_calls"
 	}
-	return op + suffix
+	return op + "_ms", op + "_calls"
 }
 
 // metricsWriter writes CloudWatch Embedded Metric Format lines, one Write
