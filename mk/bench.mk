@@ -4,10 +4,10 @@
 #
 # PostgreSQL: with DATABASE_URL set, the bench works in a schema of its own
 # there and drops it at the end. Otherwise it starts a private cluster of its
-# own (pkg/pgtest) rather than the shared one of `make db-start`: it records
+# own (internal/pgtest) rather than the shared one of `make db-start`: it records
 # and fixes the durability settings it compares (fsync, synchronous_commit
 # on), puts a few GB of keys in, and must not be stopped halfway by a
-# concurrent `make test`. Redis: a private redis-server (pkg/redistest).
+# concurrent `make test`. Redis: a private redis-server (internal/redistest).
 
 BENCHFLAGS ?=
 

@@ -21,9 +21,9 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/ichido/ichido/pkg/capture"
+	"github.com/ichido/ichido/internal/capture"
+	"github.com/ichido/ichido/internal/pgtest"
 	"github.com/ichido/ichido/pkg/dbpool"
-	"github.com/ichido/ichido/pkg/pgtest"
 )
 
 // ColdStartResult is the CreateTaskFunction's bootstrap: its size as

@@ -10,9 +10,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/ichido/ichido/internal/migrate"
+	"github.com/ichido/ichido/internal/pgtest"
 	"github.com/ichido/ichido/pkg/dbpool"
-	"github.com/ichido/ichido/pkg/migrate"
-	"github.com/ichido/ichido/pkg/pgtest"
 )
 
 // privateSettings are the settings of the bench's own cluster. Durability

@@ -15,10 +15,10 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/ichido/ichido/internal/localapi"
+	"github.com/ichido/ichido/internal/taskfn"
+	"github.com/ichido/ichido/internal/tasks"
 	"github.com/ichido/ichido/pkg/idempotency"
-	"github.com/ichido/ichido/pkg/localapi"
-	"github.com/ichido/ichido/pkg/taskfn"
-	"github.com/ichido/ichido/pkg/tasks"
 )
 
 // EndToEndResult is POST /tasks over HTTP through the local API gateway:

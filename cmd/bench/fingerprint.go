@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ichido/ichido/pkg/apigw"
 	"github.com/ichido/ichido/pkg/idempotency"
 )
 
@@ -38,7 +37,7 @@ func (b *bench) fingerprint() error {
 		label string
 		n     int
 	}{{"1 KB", 1 << 10}, {"64 KB", 64 << 10}, {"6 MB", 6 << 20}} {
-		req := apigw.Request{
+		req := idempotency.Request{
 			Version: 2, Method: http.MethodPost, Path: "/tasks",
 			Headers: map[string][]string{"content-type": {"application/json"}},
 			Body:    fingerprintBody(sz.n),

@@ -43,8 +43,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ichido/ichido/pkg/pgtest"
-	"github.com/ichido/ichido/pkg/redistest"
+	"github.com/ichido/ichido/internal/pgtest"
+	"github.com/ichido/ichido/internal/redistest"
 )
 
 // config is what the flags choose.

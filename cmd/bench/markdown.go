@@ -110,7 +110,7 @@ func (b *bench) markdown(plots map[string]string) string {
 
 	if e := r.EndToEnd; e != nil {
 		p("## 3. End to end over the local API\n\n")
-		p("POST /tasks over HTTP/1.1 keep-alive on a loopback listener, through the local API gateway (package localapi: routing, JWT authorizer, payload 2.0 events), %d concurrent clients (one user each), one database pool of %d connections shared by both handlers. *wrapped* is the CreateTaskFunction handler exactly as package taskfn builds it (decorator + PostgreSQL store; its log and metric lines to /dev/null); *unwrapped* is the same pkg/tasks handler without the decorator; *replay* repeats one completed key per client. The load generator, the gateway, the handlers and PostgreSQL share the machine's %d CPUs, so throughput here is CPU-bound and the ratio is the fair figure.\n\n", e.Clients, e.PoolConns, r.Machine.CPUs)
+		p("POST /tasks over HTTP/1.1 keep-alive on a loopback listener, through the local API gateway (package localapi: routing, JWT authorizer, payload 2.0 events), %d concurrent clients (one user each), one database pool of %d connections shared by both handlers. *wrapped* is the CreateTaskFunction handler exactly as package taskfn builds it (decorator + PostgreSQL store; its log and metric lines to /dev/null); *unwrapped* is the same internal/tasks handler without the decorator; *replay* repeats one completed key per client. The load generator, the gateway, the handlers and PostgreSQL share the machine's %d CPUs, so throughput here is CPU-bound and the ratio is the fair figure.\n\n", e.Clients, e.PoolConns, r.Machine.CPUs)
 		p("%s\n", sideTable(e.Sides, 0, true))
 		img(&w, plots, "e2e", "requests per second")
 	}

@@ -13,8 +13,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/ichido/ichido/pkg/migrate"
-	"github.com/ichido/ichido/pkg/pgtest"
+	"github.com/ichido/ichido/internal/migrate"
+	"github.com/ichido/ichido/internal/pgtest"
 )
 
 func main() {

@@ -17,9 +17,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/ichido/ichido/pkg/lambdarie"
-	"github.com/ichido/ichido/pkg/pgtest"
-	"github.com/ichido/ichido/pkg/samtemplate"
+	"github.com/ichido/ichido/internal/lambdarie"
+	"github.com/ichido/ichido/internal/pgtest"
+	"github.com/ichido/ichido/internal/samtemplate"
 )
 
 // The user and the task the sample events address.

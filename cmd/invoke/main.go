@@ -42,8 +42,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ichido/ichido/pkg/lambdarie"
-	"github.com/ichido/ichido/pkg/samtemplate"
+	"github.com/ichido/ichido/internal/lambdarie"
+	"github.com/ichido/ichido/internal/samtemplate"
 )
 
 func main() {

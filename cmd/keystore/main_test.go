@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/pkg/pgtest"
+	"github.com/ichido/ichido/internal/pgtest"
 )
 
 func TestKeystoreCommand(t *testing.T) {

@@ -15,10 +15,10 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/pkg/capture"
-	"github.com/ichido/ichido/pkg/localapi"
-	"github.com/ichido/ichido/pkg/pgtest"
-	"github.com/ichido/ichido/pkg/samtemplate"
+	"github.com/ichido/ichido/internal/capture"
+	"github.com/ichido/ichido/internal/localapi"
+	"github.com/ichido/ichido/internal/pgtest"
+	"github.com/ichido/ichido/internal/samtemplate"
 )
 
 // server is the command running in the test, on a free loopback port.

@@ -40,11 +40,11 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/ichido/ichido/pkg/localapi"
-	"github.com/ichido/ichido/pkg/migrate"
-	"github.com/ichido/ichido/pkg/pgtest"
-	"github.com/ichido/ichido/pkg/samtemplate"
-	"github.com/ichido/ichido/pkg/taskfn"
+	"github.com/ichido/ichido/internal/localapi"
+	"github.com/ichido/ichido/internal/migrate"
+	"github.com/ichido/ichido/internal/pgtest"
+	"github.com/ichido/ichido/internal/samtemplate"
+	"github.com/ichido/ichido/internal/taskfn"
 )
 
 func main() {

@@ -30,9 +30,10 @@ import (
 	v3 "github.com/pb33f/libopenapi/datamodel/high/v3"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/pkg/localapi"
-	"github.com/ichido/ichido/pkg/problem"
-	"github.com/ichido/ichido/pkg/samtemplate"
+	"github.com/ichido/ichido/internal/localapi"
+	"github.com/ichido/ichido/internal/problem"
+	"github.com/ichido/ichido/internal/samtemplate"
+	"github.com/ichido/ichido/pkg/idempotency"
 )
 
 // openapiFile is the task API's contract, relative to the repository root.
@@ -127,7 +128,7 @@ func (c *contract) schema(name string) *base.Schema {
 // keep.
 func problemCodes(t *testing.T) map[string]string {
 	t.Helper()
-	dir := repoPath("pkg/problem")
+	dir := repoPath("internal/problem")
 	entries, err := os.ReadDir(dir)
 	require.NoError(t, err)
 	codes := map[string]string{}
@@ -158,7 +159,7 @@ func problemCodes(t *testing.T) map[string]string {
 			}
 		}
 	}
-	require.Contains(t, codes, problem.CodeKeyReused, "the problem codes were read from %s", dir)
+	require.Contains(t, codes, idempotency.CodeKeyReused, "the problem codes were read from %s", dir)
 	return codes
 }
 
@@ -504,9 +505,9 @@ func TestOpenAPIResponses(t *testing.T) {
 
 	// Refused keys, bodies and parameters.
 	for _, route := range mutations {
-		x.send(call{route: route, path: pathOf(route), token: alice, body: bodyOf(route), status: 400, code: problem.CodeKeyMissing, request: requestInvalid})
-		x.send(call{route: route, path: pathOf(route), token: alice, key: "12345", body: bodyOf(route), status: 400, code: problem.CodeKeyInvalid, request: requestInvalid})
-		x.send(call{route: route, path: pathOf(route), token: alice, key: "6ba7b810-9dad-11d1-80b4-00c04fd430c8", body: bodyOf(route), status: 400, code: problem.CodeKeyInvalid, request: requestInvalid})
+		x.send(call{route: route, path: pathOf(route), token: alice, body: bodyOf(route), status: 400, code: idempotency.CodeKeyMissing, request: requestInvalid})
+		x.send(call{route: route, path: pathOf(route), token: alice, key: "12345", body: bodyOf(route), status: 400, code: idempotency.CodeKeyInvalid, request: requestInvalid})
+		x.send(call{route: route, path: pathOf(route), token: alice, key: "6ba7b810-9dad-11d1-80b4-00c04fd430c8", body: bodyOf(route), status: 400, code: idempotency.CodeKeyInvalid, request: requestInvalid})
 	}
 	x.send(call{route: post, token: alice, key: uuid.NewString(), body: `{"title":"  ","colour":"red"}`, status: 400, code: problem.CodeValidation, request: requestInvalid})
 	x.send(call{route: post, token: alice, key: uuid.NewString(), body: `{"status":"doing"}`, status: 400, code: problem.CodeValidation, request: requestInvalid})
@@ -515,8 +516,8 @@ func TestOpenAPIResponses(t *testing.T) {
 	x.send(call{route: list, path: "/tasks?limit=101", token: alice, status: 400, code: problem.CodeValidation, request: requestInvalid})
 	x.send(call{route: list, path: "/tasks?cursor=" + next, token: bob, status: 400, code: problem.CodeValidation})
 	big := `{"title":"` + strings.Repeat("x", 70<<10) + `"}`
-	x.send(call{route: post, token: alice, key: uuid.NewString(), body: big, status: 413, code: problem.CodePayloadTooLarge, request: requestInvalid})
-	x.send(call{route: patch, path: "/tasks/" + id, token: alice, key: uuid.NewString(), body: big, status: 413, code: problem.CodePayloadTooLarge, request: requestInvalid})
+	x.send(call{route: post, token: alice, key: uuid.NewString(), body: big, status: 413, code: idempotency.CodePayloadTooLarge, request: requestInvalid})
+	x.send(call{route: patch, path: "/tasks/" + id, token: alice, key: uuid.NewString(), body: big, status: 413, code: idempotency.CodePayloadTooLarge, request: requestInvalid})
 	huge := `{"title":"` + strings.Repeat("x", 10<<20) + `"}`
 	x.send(call{route: post, token: alice, key: uuid.NewString(), body: huge, status: 413, gateway: true, request: requestInvalid})
 	x.send(call{route: patch, path: "/tasks/" + id, token: alice, key: uuid.NewString(), body: huge, status: 413, gateway: true, request: requestInvalid})
@@ -532,9 +533,9 @@ func TestOpenAPIResponses(t *testing.T) {
 	x.send(call{route: remove, path: unknown, token: alice, key: goneKey, status: 404, code: problem.CodeNotFound, replayed: true, request: requestValid})
 
 	// A key used for another request.
-	x.send(call{route: post, token: alice, key: key, body: `{"title":"Something else"}`, status: 422, code: problem.CodeKeyReused})
-	x.send(call{route: patch, path: "/tasks/" + id, token: alice, key: patchKey, body: `{"status":"todo"}`, status: 422, code: problem.CodeKeyReused})
-	x.send(call{route: remove, path: "/tasks/" + id, token: alice, key: goneKey, status: 422, code: problem.CodeKeyReused})
+	x.send(call{route: post, token: alice, key: key, body: `{"title":"Something else"}`, status: 422, code: idempotency.CodeKeyReused})
+	x.send(call{route: patch, path: "/tasks/" + id, token: alice, key: patchKey, body: `{"status":"todo"}`, status: 422, code: idempotency.CodeKeyReused})
+	x.send(call{route: remove, path: "/tasks/" + id, token: alice, key: goneKey, status: 422, code: idempotency.CodeKeyReused})
 
 	// Tokens: none or expired is the gateway's own 401; a user id that is
 	// not a UUID reaches the functions, which answer unauthenticated.
@@ -542,7 +543,7 @@ func TestOpenAPIResponses(t *testing.T) {
 		path := pathOf(route)
 		x.send(call{route: route, path: path, key: keyFor(route), body: bodyOf(route), status: 401, gateway: true, request: requestInvalid})
 		x.send(call{route: route, path: path, token: expired, key: keyFor(route), body: bodyOf(route), status: 401, gateway: true})
-		x.send(call{route: route, path: path, token: notUUID, key: keyFor(route), body: bodyOf(route), status: 401, code: problem.CodeUnauthenticated})
+		x.send(call{route: route, path: path, token: notUUID, key: keyFor(route), body: bodyOf(route), status: 401, code: idempotency.CodeUnauthenticated})
 	}
 
 	// The same key while its first request still runs: the first requests
@@ -582,7 +583,7 @@ func TestOpenAPIResponses(t *testing.T) {
 		return err == nil && n == len(keys)
 	}, 30*time.Second, 20*time.Millisecond, "the held requests claimed their keys")
 	for _, cl := range held {
-		cl.status, cl.code, cl.request = 409, problem.CodeKeyInUse, requestValid
+		cl.status, cl.code, cl.request = 409, idempotency.CodeKeyInUse, requestValid
 		a := x.send(cl)
 		require.Equal(t, "1", a.header.Get("Retry-After"))
 	}
@@ -606,7 +607,7 @@ func TestOpenAPIResponses(t *testing.T) {
 	}
 	rename("idempotency_keys", "idempotency_keys_away")
 	for _, route := range mutations {
-		a := x.send(call{route: route, path: existing(route), token: alice, key: uuid.NewString(), body: bodyOf(route), status: 503, code: problem.CodeStoreUnavailable, request: requestValid})
+		a := x.send(call{route: route, path: existing(route), token: alice, key: uuid.NewString(), body: bodyOf(route), status: 503, code: idempotency.CodeStoreUnavailable, request: requestValid})
 		require.Equal(t, "1", a.header.Get("Retry-After"))
 	}
 	rename("idempotency_keys_away", "idempotency_keys")

@@ -42,8 +42,8 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/google/uuid"
 
+	"github.com/ichido/ichido/internal/taskfn"
 	"github.com/ichido/ichido/pkg/idempotency"
-	"github.com/ichido/ichido/pkg/taskfn"
 )
 
 func main() {

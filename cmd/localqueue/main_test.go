@@ -11,7 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/pkg/pgtest"
+	"github.com/ichido/ichido/internal/pgtest"
 )
 
 // TestFeed feeds task events through the local queue to the real handler

@@ -28,7 +28,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/ichido/ichido/pkg/pgtest"
+	"github.com/ichido/ichido/internal/pgtest"
 )
 
 // row is one row of the report; the tests write the same fields.
@@ -198,7 +198,7 @@ func render(rows []row, started time.Time, testArgs, fuzzArgs []string, testErr 
 	fmt.Fprintf(&b, "Written by `make soak` (cmd/soak) on %s in %v: %s, %s/%s, %d CPUs, vanilla PostgreSQL 15 on loopback. Run `make soak` again rather than editing it.\n\n",
 		started.UTC().Format("2006-01-02 15:04 UTC"), time.Since(started).Round(time.Second), runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
 	b.WriteString("Each row is a property of the idempotency contract (`docs/` and the package documentation of `pkg/idempotency`) put under a condition that breaks idempotency layers in practice. " +
-		"Worker processes are separate OS processes, each with its own database pool of 2 connections, serving the task API through the local API Gateway emulator (`pkg/localapi`) on a loopback port, as separate Lambda execution environments would. " +
+		"Worker processes are separate OS processes, each with its own database pool of 2 connections, serving the task API through the local API Gateway emulator (`internal/localapi`) on a loopback port, as separate Lambda execution environments would. " +
 		"Handler runs are counted by a spy inside the decorator, tasks by counting rows, and a duplicate is two rows of `tasks` for one (user, key). " +
 		"\"Lost\" must be nothing.\n\n")
 	b.WriteString("| case | what was tried | times | what was seen | lost | result |\n|---|---|---|---|---|---|\n")

@@ -30,9 +30,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/ichido/ichido/pkg/localapi"
-	"github.com/ichido/ichido/pkg/migrate"
-	"github.com/ichido/ichido/pkg/taskfn"
+	"github.com/ichido/ichido/internal/localapi"
+	"github.com/ichido/ichido/internal/migrate"
+	"github.com/ichido/ichido/internal/taskfn"
 )
 
 func main() {

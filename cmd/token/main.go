@@ -22,7 +22,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/ichido/ichido/pkg/localapi"
+	"github.com/ichido/ichido/internal/localapi"
 )
 
 func main() {

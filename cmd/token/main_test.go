@@ -9,7 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/pkg/localapi"
+	"github.com/ichido/ichido/internal/localapi"
 )
 
 func TestToken(t *testing.T) {

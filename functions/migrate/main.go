@@ -19,7 +19,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 
-	"github.com/ichido/ichido/pkg/taskfn"
+	"github.com/ichido/ichido/internal/taskfn"
 )
 
 func main() {

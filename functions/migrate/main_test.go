@@ -5,7 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/pkg/taskfn"
+	"github.com/ichido/ichido/internal/taskfn"
 )
 
 // TestRunRefusesBadSettings: a missing setting stops the function with an

@@ -13,7 +13,7 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/ichido/ichido/pkg/taskfn"
+	"github.com/ichido/ichido/internal/taskfn"
 )
 
 func main() {

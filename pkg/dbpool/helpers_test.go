@@ -16,7 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/pkg/pgtest"
+	"github.com/ichido/ichido/internal/pgtest"
 )
 
 // testCA is a certificate authority made for one test run.

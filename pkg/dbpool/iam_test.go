@@ -20,8 +20,8 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ichido/ichido/internal/pgtest"
 	"github.com/ichido/ichido/pkg/dbpool"
-	"github.com/ichido/ichido/pkg/pgtest"
 )
 
 // front stands where RDS Proxy would: it accepts a client's TLS connection,

@@ -7,8 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ichido/ichido/internal/pgtest"
 	"github.com/ichido/ichido/pkg/dbpool"
-	"github.com/ichido/ichido/pkg/pgtest"
 )
 
 func TestQueryModeRefusesUnknown(t *testing.T) {

@@ -14,8 +14,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ichido/ichido/internal/pgtest"
 	"github.com/ichido/ichido/pkg/dbpool"
-	"github.com/ichido/ichido/pkg/pgtest"
 )
 
 // TestTLSVerifyFull runs iam mode against a real PostgreSQL that requires

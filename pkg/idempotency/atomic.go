@@ -3,7 +3,7 @@ package idempotency
 import (
 	"context"
 
-	"github.com/ichido/ichido/pkg/apigw"
+	"github.com/ichido/ichido/internal/apigw"
 )
 
 // AtomicCompletion lets a handler complete its idempotency record in the
@@ -32,7 +32,7 @@ import (
 //
 // It reports false, and changes nothing, outside a protected request, for a
 // response that is not stored (Storable), or when called a second time.
-func AtomicCompletion[Resp apigw.AnyResponse](ctx context.Context, resp Resp) (Completion, bool) {
+func AtomicCompletion[Resp AnyResponse](ctx context.Context, resp Resp) (Completion, bool) {
 	run, ok := currentRun(ctx)
 	if !ok || run.stored == nil {
 		return Completion{}, false

@@ -15,8 +15,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
-
-	"github.com/ichido/ichido/pkg/apigw"
 )
 
 // Defaults of Config.
@@ -52,12 +50,12 @@ var DefaultMethods = []string{http.MethodPost, http.MethodPatch, http.MethodDele
 // returns "" (or an error, which is logged and never shown to the client)
 // when there is no user; the decorator then answers 401. The result must be
 // a UUID; a function may map another subject to one.
-type UserIDFunc func(ctx context.Context, req apigw.Request) (string, error)
+type UserIDFunc func(ctx context.Context, req Request) (string, error)
 
 // ClaimsSubject is the default UserIDFunc: the "sub" claim of a JWT
 // authorizer (v2 requestContext.authorizer.jwt.claims.sub) or of a Cognito
 // user pool authorizer (v1 requestContext.authorizer.claims.sub).
-func ClaimsSubject(_ context.Context, req apigw.Request) (string, error) {
+func ClaimsSubject(_ context.Context, req Request) (string, error) {
 	return req.Claims["sub"], nil
 }
 
@@ -65,7 +63,7 @@ func ClaimsSubject(_ context.Context, req apigw.Request) (string, error) {
 // name of a Lambda authorizer's context (v2 requestContext.authorizer.lambda,
 // v1 requestContext.authorizer, e.g. "principalId").
 func AuthorizerContextField(name string) UserIDFunc {
-	return func(_ context.Context, req apigw.Request) (string, error) {
+	return func(_ context.Context, req Request) (string, error) {
 		s, _ := req.AuthorizerContext[name].(string)
 		return s, nil
 	}

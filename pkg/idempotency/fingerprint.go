@@ -13,7 +13,7 @@ import (
 	"strings"
 	"unsafe"
 
-	"github.com/ichido/ichido/pkg/apigw"
+	"github.com/ichido/ichido/internal/apigw"
 )
 
 // fingerprintVersion starts every hashed input, so that a future change of
@@ -37,7 +37,7 @@ var errBadBase64 = errors.New("the request body is marked base64-encoded but is 
 // Memory is proportional to the body: the canonical form streams into the
 // hash and only objects, whose members must be sorted, are buffered. The
 // only error is a body marked base64-encoded that does not decode.
-func Fingerprint(req apigw.Request) (string, error) {
+func Fingerprint(req Request) (string, error) {
 	body := bytesOf(req.Body)
 	if req.IsBase64Encoded {
 		decoded := make([]byte, base64.StdEncoding.DecodedLen(len(req.Body)))
@@ -66,7 +66,7 @@ func bytesOf(s string) []byte {
 	return unsafe.Slice(unsafe.StringData(s), len(s))
 }
 
-func writeHead(h hash.Hash, req apigw.Request, query string) {
+func writeHead(h hash.Hash, req Request, query string) {
 	writePart(h, []byte(fingerprintVersion))
 	writePart(h, bytesOf(req.Method))
 	writePart(h, bytesOf(req.Path))
@@ -92,7 +92,7 @@ const rawMark = "%!"
 // do not decode; otherwise (REST API events, whose parameters arrive
 // decoded) req.Query. A query whose parts all decode encodes the same
 // either way.
-func canonicalQuery(req apigw.Request) string {
+func canonicalQuery(req Request) string {
 	if req.RawQuery == "" {
 		return canonicalValues(req.Query)
 	}

@@ -9,8 +9,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/ichido/ichido/pkg/apigw"
 )
 
 // sixMB is the size of the bodies the memory bound is checked with: the
@@ -18,7 +16,7 @@ import (
 const sixMB = 6 << 20
 
 // largeBodies are 6 MB bodies of the shapes that cost most to canonicalise.
-func largeBodies() map[string]apigw.Request {
+func largeBodies() map[string]Request {
 	// fillTo repeats item (# replaced by a zero-padded counter, @ by a
 	// plain one) between open and end up to size bytes.
 	fillTo := func(size int, open, item, sep, end string) string {
@@ -35,10 +33,10 @@ func largeBodies() map[string]apigw.Request {
 		return b.String()
 	}
 	fill := func(open, item, sep, end string) string { return fillTo(sixMB, open, item, sep, end) }
-	post := func(body string) apigw.Request { return apigw.Request{Method: "POST", Path: "/tasks", Body: body} }
+	post := func(body string) Request { return Request{Method: "POST", Path: "/tasks", Body: body} }
 	b64 := post(base64.StdEncoding.EncodeToString([]byte(fillTo(sixMB*3/4, "{", `"k#":"v"`, ",", "}"))))
 	b64.IsBase64Encoded = true
-	return map[string]apigw.Request{
+	return map[string]Request{
 		"array of zeros":                 post(fill("[", "0", ",", "]")),
 		"array of empty objects":         post(fill("[", "{}", ",", "]")),
 		"flat object, members in order":  post(fill("{", `"k#":0`, ",", "}")),
@@ -86,7 +84,7 @@ func BenchmarkFingerprint(b *testing.B) {
 			fmt.Fprintf(&body, `{"title":"task %d","done":false,"tags":["a","b"]}`, i)
 		}
 		body.WriteString(`],"title":"bench"}`)
-		req := apigw.Request{Method: "POST", Path: "/tasks", Body: body.String()}
+		req := Request{Method: "POST", Path: "/tasks", Body: body.String()}
 		b.Run(fmt.Sprintf("body=%dKiB", size>>10), func(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(len(req.Body)))

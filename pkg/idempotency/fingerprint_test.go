@@ -13,10 +13,10 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/pkg/apigw"
+	"github.com/ichido/ichido/internal/apigw"
 )
 
-func fingerprintOf(t *testing.T, req apigw.Request) string {
+func fingerprintOf(t *testing.T, req Request) string {
 	t.Helper()
 	h, err := Fingerprint(req)
 	require.NoError(t, err)
@@ -24,8 +24,8 @@ func fingerprintOf(t *testing.T, req apigw.Request) string {
 	return h
 }
 
-func jsonRequest(body string) apigw.Request {
-	return apigw.Request{Method: "POST", Path: "/tasks", Body: body}
+func jsonRequest(body string) Request {
+	return Request{Method: "POST", Path: "/tasks", Body: body}
 }
 
 func TestFingerprintCanonicalJSON(t *testing.T) {
@@ -51,9 +51,9 @@ func TestFingerprintCanonicalJSON(t *testing.T) {
 
 func TestFingerprintDistinguishes(t *testing.T) {
 	t.Parallel()
-	base := apigw.Request{Method: "POST", Path: "/tasks/1", Query: url.Values{"a": {"1"}}, Body: `{"n":1}`}
-	variants := map[string]apigw.Request{}
-	add := func(name string, mutate func(r *apigw.Request)) {
+	base := Request{Method: "POST", Path: "/tasks/1", Query: url.Values{"a": {"1"}}, Body: `{"n":1}`}
+	variants := map[string]Request{}
+	add := func(name string, mutate func(r *Request)) {
 		r := base
 		r.Query = url.Values{}
 		for k, v := range base.Query {
@@ -62,25 +62,25 @@ func TestFingerprintDistinguishes(t *testing.T) {
 		mutate(&r)
 		variants[name] = r
 	}
-	add("base", func(r *apigw.Request) {})
-	add("method", func(r *apigw.Request) { r.Method = "PATCH" })
-	add("path", func(r *apigw.Request) { r.Path = "/tasks/2" })
-	add("path case", func(r *apigw.Request) { r.Path = "/Tasks/1" })
-	add("query value", func(r *apigw.Request) { r.Query["a"] = []string{"2"} })
-	add("query name", func(r *apigw.Request) { r.Query = url.Values{"b": {"1"}} })
-	add("query extra", func(r *apigw.Request) { r.Query["b"] = []string{""} })
-	add("query repeated", func(r *apigw.Request) { r.Query["a"] = []string{"1", "1"} })
-	add("no query", func(r *apigw.Request) { r.Query = nil })
-	add("number as written", func(r *apigw.Request) { r.Body = `{"n":1.0}` })
-	add("number exponent", func(r *apigw.Request) { r.Body = `{"n":1e0}` })
-	add("string, not number", func(r *apigw.Request) { r.Body = `{"n":"1"}` })
-	add("array order", func(r *apigw.Request) { r.Body = `{"n":1,"l":[2,1]}` })
-	add("other array order", func(r *apigw.Request) { r.Body = `{"n":1,"l":[1,2]}` })
-	add("raw body", func(r *apigw.Request) { r.Body = `{"n":1` })
-	add("empty body", func(r *apigw.Request) { r.Body = `` })
+	add("base", func(r *Request) {})
+	add("method", func(r *Request) { r.Method = "PATCH" })
+	add("path", func(r *Request) { r.Path = "/tasks/2" })
+	add("path case", func(r *Request) { r.Path = "/Tasks/1" })
+	add("query value", func(r *Request) { r.Query["a"] = []string{"2"} })
+	add("query name", func(r *Request) { r.Query = url.Values{"b": {"1"}} })
+	add("query extra", func(r *Request) { r.Query["b"] = []string{""} })
+	add("query repeated", func(r *Request) { r.Query["a"] = []string{"1", "1"} })
+	add("no query", func(r *Request) { r.Query = nil })
+	add("number as written", func(r *Request) { r.Body = `{"n":1.0}` })
+	add("number exponent", func(r *Request) { r.Body = `{"n":1e0}` })
+	add("string, not number", func(r *Request) { r.Body = `{"n":"1"}` })
+	add("array order", func(r *Request) { r.Body = `{"n":1,"l":[2,1]}` })
+	add("other array order", func(r *Request) { r.Body = `{"n":1,"l":[1,2]}` })
+	add("raw body", func(r *Request) { r.Body = `{"n":1` })
+	add("empty body", func(r *Request) { r.Body = `` })
 	// Framing: moving bytes between parts never gives the same hash.
-	add("path absorbs query", func(r *apigw.Request) { r.Path = "/tasks/1a=1"; r.Query = nil })
-	add("method absorbs path", func(r *apigw.Request) { r.Method = "POST/tasks/1"; r.Path = "" })
+	add("path absorbs query", func(r *Request) { r.Path = "/tasks/1a=1"; r.Query = nil })
+	add("method absorbs path", func(r *Request) { r.Method = "POST/tasks/1"; r.Path = "" })
 	seen := map[string]string{}
 	for name, r := range variants {
 		h := fingerprintOf(t, r)
@@ -91,15 +91,15 @@ func TestFingerprintDistinguishes(t *testing.T) {
 
 func TestFingerprintQuerySorting(t *testing.T) {
 	t.Parallel()
-	a := fingerprintOf(t, apigw.Request{Method: "POST", Path: "/", Query: apigw.ParseRawQuery("b=2&a=1&c=x%20y")})
-	b := fingerprintOf(t, apigw.Request{Method: "POST", Path: "/", Query: apigw.ParseRawQuery("c=x+y&b=2&a=1")})
+	a := fingerprintOf(t, Request{Method: "POST", Path: "/", Query: apigw.ParseRawQuery("b=2&a=1&c=x%20y")})
+	b := fingerprintOf(t, Request{Method: "POST", Path: "/", Query: apigw.ParseRawQuery("c=x+y&b=2&a=1")})
 	require.Equal(t, a, b)
 	// The values of one name keep their order: an API may rely on it.
-	c := fingerprintOf(t, apigw.Request{Method: "POST", Path: "/", Query: apigw.ParseRawQuery("a=1&a=2")})
-	d := fingerprintOf(t, apigw.Request{Method: "POST", Path: "/", Query: apigw.ParseRawQuery("a=2&a=1")})
+	c := fingerprintOf(t, Request{Method: "POST", Path: "/", Query: apigw.ParseRawQuery("a=1&a=2")})
+	d := fingerprintOf(t, Request{Method: "POST", Path: "/", Query: apigw.ParseRawQuery("a=2&a=1")})
 	require.NotEqual(t, c, d)
 	// A v1 event and a v2 event of the same request agree.
-	v1 := apigw.FromRequest(events.APIGatewayProxyRequest{
+	v1 := RequestFrom(events.APIGatewayProxyRequest{
 		HTTPMethod:                      "POST",
 		Path:                            "/",
 		MultiValueQueryStringParameters: map[string][]string{"c": {"x y"}, "a": {"1"}, "b": {"2"}},
@@ -290,7 +290,7 @@ func TestCanonicalJSONDepth(t *testing.T) {
 func TestFingerprintQueryUndecodable(t *testing.T) {
 	t.Parallel()
 	of := func(raw string) string {
-		return fingerprintOf(t, apigw.Request{Method: "POST", Path: "/", Query: apigw.ParseRawQuery(raw), RawQuery: raw})
+		return fingerprintOf(t, Request{Method: "POST", Path: "/", Query: apigw.ParseRawQuery(raw), RawQuery: raw})
 	}
 	for _, pair := range [][2]string{
 		{"a=%zz", "a=%25zz"},
@@ -303,6 +303,6 @@ func TestFingerprintQueryUndecodable(t *testing.T) {
 	}
 	// A query whose parts all decode hashes as its decoded parameters do,
 	// so a REST API (v1) event and an HTTP API (v2) event still agree.
-	require.Equal(t, of("c=x+y&b=2&a=1"), fingerprintOf(t, apigw.Request{Method: "POST", Path: "/", Query: url.Values{"a": {"1"}, "b": {"2"}, "c": {"x y"}}}))
+	require.Equal(t, of("c=x+y&b=2&a=1"), fingerprintOf(t, Request{Method: "POST", Path: "/", Query: url.Values{"a": {"1"}, "b": {"2"}, "c": {"x y"}}}))
 	require.Equal(t, of("a=%zz"), of("a=%zz"))
 }

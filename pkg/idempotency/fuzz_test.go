@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/pkg/apigw"
+	"github.com/ichido/ichido/internal/apigw"
 )
 
 func FuzzParseKey(f *testing.F) {
@@ -79,7 +79,7 @@ func FuzzFingerprint(f *testing.F) {
 		f.Add(seed.method, seed.path, seed.query, seed.body, seed.b64)
 	}
 	f.Fuzz(func(t *testing.T, method, path, query, body string, b64 bool) {
-		req := apigw.Request{Method: method, Path: path, Query: apigw.ParseRawQuery(query), RawQuery: query, Body: body, IsBase64Encoded: b64}
+		req := Request{Method: method, Path: path, Query: apigw.ParseRawQuery(query), RawQuery: query, Body: body, IsBase64Encoded: b64}
 		h, err := Fingerprint(req)
 		if err != nil {
 			require.ErrorIs(t, err, errBadBase64)
@@ -113,7 +113,7 @@ func FuzzFingerprint(f *testing.F) {
 		require.NoError(t, err)
 		var indented bytes.Buffer
 		require.NoError(t, json.Indent(&indented, reencoded, " ", "\t"))
-		for _, form := range []apigw.Request{
+		for _, form := range []Request{
 			{Method: method, Path: path, Query: req.Query, RawQuery: query, Body: string(reencoded)},
 			{Method: method, Path: path, Query: req.Query, RawQuery: query, Body: indented.String()},
 			{Method: method, Path: path, Query: req.Query, RawQuery: query, Body: base64.StdEncoding.EncodeToString(indented.Bytes()), IsBase64Encoded: true},

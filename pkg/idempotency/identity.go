@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-
-	"github.com/ichido/ichido/pkg/apigw"
 )
 
 // The user extractors below are for the shapes that have no API Gateway
@@ -21,7 +19,7 @@ import (
 // a caller that assumes its role again between two retries keeps its keys;
 // two different roles or users never share them. A request without an IAM
 // identity (AuthType NONE) has no user and is refused with 401.
-func IAMPrincipal(_ context.Context, req apigw.Request) (string, error) {
+func IAMPrincipal(_ context.Context, req Request) (string, error) {
 	if req.IAM == nil || req.IAM.AccountID == "" || req.IAM.UserARN == "" {
 		return "", nil
 	}
@@ -49,7 +47,7 @@ func principalARN(arn string) string {
 // user, a UUID. A request without a bearer token has no user (401); an
 // error from verify is logged and answered with 401 as well.
 func BearerToken(verify func(ctx context.Context, token string) (string, error)) UserIDFunc {
-	return func(ctx context.Context, req apigw.Request) (string, error) {
+	return func(ctx context.Context, req Request) (string, error) {
 		values := req.Header("Authorization")
 		if len(values) != 1 {
 			return "", nil
@@ -78,7 +76,7 @@ const ALBOIDCDataHeader = "x-amzn-oidc-data"
 // receives whatever headers the client sent. A request without the header
 // has no user (401).
 func ALBOIDC(verify func(ctx context.Context, oidcData string) (string, error)) UserIDFunc {
-	return func(ctx context.Context, req apigw.Request) (string, error) {
+	return func(ctx context.Context, req Request) (string, error) {
 		values := req.Header(ALBOIDCDataHeader)
 		switch len(values) {
 		case 0:
@@ -97,5 +95,5 @@ func ALBOIDC(verify func(ctx context.Context, oidcData string) (string, error)) 
 // two callers sending the same key get one answer. Use it only where the
 // keys are unique by construction (the sender's delivery ids).
 func StaticUserID(id string) UserIDFunc {
-	return func(context.Context, apigw.Request) (string, error) { return id, nil }
+	return func(context.Context, Request) (string, error) { return id, nil }
 }

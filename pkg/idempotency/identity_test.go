@@ -10,14 +10,13 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/pkg/apigw"
 	"github.com/ichido/ichido/pkg/idempotency"
 )
 
 func TestIAMPrincipal(t *testing.T) {
 	t.Parallel()
 	user := func(arn string) string {
-		id, err := idempotency.IAMPrincipal(context.Background(), apigw.Request{IAM: &apigw.IAMIdentity{AccountID: "123456789012", UserARN: arn}})
+		id, err := idempotency.IAMPrincipal(context.Background(), idempotency.Request{IAM: &idempotency.IAMIdentity{AccountID: "123456789012", UserARN: arn}})
 		require.NoError(t, err)
 		return id
 	}
@@ -28,7 +27,7 @@ func TestIAMPrincipal(t *testing.T) {
 	require.Equal(t, a, user("arn:aws:sts::123456789012:assumed-role/Worker/session-2"), "a new session of the same role keeps its keys")
 	require.NotEqual(t, a, user("arn:aws:sts::123456789012:assumed-role/Other/session-1"))
 	require.NotEqual(t, a, user("arn:aws:iam::123456789012:user/worker"))
-	none, err := idempotency.IAMPrincipal(context.Background(), apigw.Request{})
+	none, err := idempotency.IAMPrincipal(context.Background(), idempotency.Request{})
 	require.NoError(t, err)
 	require.Empty(t, none, "no IAM identity, no user")
 }
@@ -57,18 +56,18 @@ func TestBearerTokenAndALBOIDC(t *testing.T) {
 		{[]string{"Bearer good", "Bearer good"}, "", nil},
 		{[]string{"Bearer forged"}, "", errBad},
 	} {
-		got, err := bearer(context.Background(), apigw.Request{Headers: map[string][]string{"authorization": tc.header}})
+		got, err := bearer(context.Background(), idempotency.Request{Headers: map[string][]string{"authorization": tc.header}})
 		require.ErrorIs(t, err, tc.err)
 		require.Equal(t, tc.want, got, "%q", tc.header)
 	}
 	alb := idempotency.ALBOIDC(verify)
-	got, err := alb(context.Background(), apigw.Request{Headers: map[string][]string{idempotency.ALBOIDCDataHeader: {"good"}}})
+	got, err := alb(context.Background(), idempotency.Request{Headers: map[string][]string{idempotency.ALBOIDCDataHeader: {"good"}}})
 	require.NoError(t, err)
 	require.Equal(t, sub, got)
-	got, err = alb(context.Background(), apigw.Request{Headers: map[string][]string{"x-amzn-oidc-identity": {sub}}})
+	got, err = alb(context.Background(), idempotency.Request{Headers: map[string][]string{"x-amzn-oidc-identity": {sub}}})
 	require.NoError(t, err)
 	require.Empty(t, got, "the unsigned identity header alone counts for nothing")
-	_, err = alb(context.Background(), apigw.Request{Headers: map[string][]string{idempotency.ALBOIDCDataHeader: {"forged"}}})
+	_, err = alb(context.Background(), idempotency.Request{Headers: map[string][]string{idempotency.ALBOIDCDataHeader: {"forged"}}})
 	require.ErrorIs(t, err, errBad)
 }
 

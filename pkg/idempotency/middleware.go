@@ -9,8 +9,7 @@ import (
 	"net/http"
 	"unicode/utf8"
 
-	"github.com/ichido/ichido/pkg/apigw"
-	"github.com/ichido/ichido/pkg/problem"
+	"github.com/ichido/ichido/internal/apigw"
 )
 
 // Middleware returns net/http middleware that gives the handler it wraps
@@ -28,7 +27,7 @@ import (
 //   - Config.UserID is required: a plain HTTP server has no API Gateway
 //     authorizer, so the function must read the user that the
 //     authentication middleware put into the request's context (ctx is
-//     r.Context(); the apigw.Request it gets has no Claims). ContextUserID
+//     r.Context(); the Request it gets has no Claims). ContextUserID
 //     adapts a plain context reader.
 //   - The request body is read whole before the handler runs, at most
 //     Config.MaxBodyBytes (and no more is read); a larger one is refused
@@ -64,11 +63,11 @@ func Middleware(cfg Config) (func(http.Handler) http.Handler, error) {
 			// the body with 413, after the user and key checks, as Wrap does.
 			body, err := io.ReadAll(io.LimitReader(r.Body, int64(d.cfg.MaxBodyBytes)+1))
 			if err != nil {
-				writeResponse(w, apigw.Problem(problem.New(http.StatusBadRequest, problem.CodeValidation, "The request body could not be read.")))
+				writeResponse(w, apigw.Problem(newProblem(http.StatusBadRequest, CodeValidation, "The request body could not be read.")))
 				return
 			}
 			buf := &responseBuffer{header: http.Header{}}
-			answer, own, _ := d.serve(r.Context(), apigw.FromHTTPRequest(r, body), func(ctx context.Context) (apigw.Response, error) {
+			answer, own, _ := d.serve(r.Context(), RequestFromHTTP(r, body), func(ctx context.Context) (apigw.Response, error) {
 				inner := r.WithContext(ctx)
 				inner.Body = io.NopCloser(bytes.NewReader(body))
 				inner.ContentLength = int64(len(body))
@@ -88,7 +87,7 @@ func Middleware(cfg Config) (func(http.Handler) http.Handler, error) {
 // from the request's context through user, typically the accessor of the
 // authentication middleware ("" when there is none).
 func ContextUserID(user func(ctx context.Context) string) UserIDFunc {
-	return func(ctx context.Context, _ apigw.Request) (string, error) {
+	return func(ctx context.Context, _ Request) (string, error) {
 		return user(ctx), nil
 	}
 }

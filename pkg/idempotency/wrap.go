@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ichido/ichido/pkg/apigw"
-	"github.com/ichido/ichido/pkg/problem"
+	"github.com/ichido/ichido/internal/apigw"
+	"github.com/ichido/ichido/internal/problem"
 )
 
 // Wrap returns a handler that behaves like h and makes its protected
@@ -27,7 +27,7 @@ import (
 //
 // Wrap returns an error, and no handler, when h is nil or cfg is invalid;
 // the message names the field to fix.
-func Wrap[Req apigw.AnyRequest, Resp apigw.AnyResponse](h func(context.Context, Req) (Resp, error), cfg Config) (func(context.Context, Req) (Resp, error), error) {
+func Wrap[Req AnyRequest, Resp AnyResponse](h func(context.Context, Req) (Resp, error), cfg Config) (func(context.Context, Req) (Resp, error), error) {
 	if h == nil {
 		return nil, errors.New("idempotency: Wrap needs a handler, got nil")
 	}
@@ -36,7 +36,7 @@ func Wrap[Req apigw.AnyRequest, Resp apigw.AnyResponse](h func(context.Context, 
 		return nil, err
 	}
 	return func(ctx context.Context, req Req) (Resp, error) {
-		view := apigw.FromRequest(req)
+		view := RequestFrom(req)
 		if !d.protects(view.Method) {
 			return h(ctx, req)
 		}
@@ -79,7 +79,7 @@ func (d *decorator) protects(method string) bool {
 // handler ran (own is true) the caller answers with the handler's own
 // response and err, which run returned; otherwise answer is the refusal or
 // the replay to send.
-func (d *decorator) serve(ctx context.Context, view apigw.Request, run func(ctx context.Context) (apigw.Response, error)) (answer apigw.Response, own bool, err error) {
+func (d *decorator) serve(ctx context.Context, view Request, run func(ctx context.Context) (apigw.Response, error)) (answer apigw.Response, own bool, err error) {
 	obs := &observation{start: d.cfg.Clock(), method: view.Method, path: view.Path}
 	defer func() { obs.emit(ctx, d.cfg.Logger, d.e.metrics) }()
 
@@ -95,17 +95,17 @@ func (d *decorator) serve(ctx context.Context, view apigw.Request, run func(ctx 
 	userID, detail, err := d.userID(ctx, view)
 	if userID == "" {
 		obs.err = err
-		return refuse(OutcomeRejected, problem.New(http.StatusUnauthorized, problem.CodeUnauthenticated, detail))
+		return refuse(OutcomeRejected, newProblem(http.StatusUnauthorized, CodeUnauthenticated, detail))
 	}
 	obs.user = userID
 
 	key, err := parseKey(view.Header(HeaderName))
 	switch {
 	case errors.Is(err, errKeyMissing):
-		return refuse(OutcomeRejected, problem.New(http.StatusBadRequest, problem.CodeKeyMissing,
+		return refuse(OutcomeRejected, newProblem(http.StatusBadRequest, CodeKeyMissing,
 			"Send an Idempotency-Key header holding a new UUID version 4 with every "+view.Method+" request."))
 	case err != nil:
-		return refuse(OutcomeRejected, problem.New(http.StatusBadRequest, problem.CodeKeyInvalid,
+		return refuse(OutcomeRejected, newProblem(http.StatusBadRequest, CodeKeyInvalid,
 			"The Idempotency-Key header must hold exactly one UUID version 4, bare or as a quoted string."))
 	}
 	obs.key = key
@@ -115,7 +115,7 @@ func (d *decorator) serve(ctx context.Context, view apigw.Request, run func(ctx 
 	}
 	hash, err := Fingerprint(view)
 	if err != nil {
-		return refuse(OutcomeRejected, problem.New(http.StatusBadRequest, problem.CodeValidation,
+		return refuse(OutcomeRejected, newProblem(http.StatusBadRequest, CodeValidation,
 			"The request body is marked base64-encoded but is not valid base64."))
 	}
 
@@ -128,10 +128,10 @@ func (d *decorator) serve(ctx context.Context, view apigw.Request, run func(ctx 
 		rec := res.Record
 		switch {
 		case rec.RequestHash != hash:
-			return refuse(OutcomeMismatch, problem.New(http.StatusUnprocessableEntity, problem.CodeKeyReused,
+			return refuse(OutcomeMismatch, newProblem(http.StatusUnprocessableEntity, CodeKeyReused,
 				"This Idempotency-Key was already used for a different request (method, path, query or body). Use a new key for a new request."))
 		case rec.Status == StatusInProgress:
-			return refuse(OutcomeInProgress, problem.New(http.StatusConflict, problem.CodeKeyInUse,
+			return refuse(OutcomeInProgress, newProblem(http.StatusConflict, CodeKeyInUse,
 				"A request with this Idempotency-Key is still being processed. Retry after the delay in Retry-After."))
 		case rec.Status == StatusCompleted && rec.Response != nil:
 			obs.outcome, obs.status = OutcomeReplayed, rec.Response.StatusCode
@@ -172,11 +172,11 @@ func Storable(status int) bool {
 
 // checkBodySize refuses a body larger than Config.MaxBodyBytes, before it is
 // fingerprinted or anything is stored.
-func (d *decorator) checkBodySize(view apigw.Request) (problem.Details, bool) {
+func (d *decorator) checkBodySize(view Request) (problem.Details, bool) {
 	if len(view.Body) <= d.cfg.MaxBodyBytes {
 		return problem.Details{}, true
 	}
-	return problem.New(http.StatusRequestEntityTooLarge, problem.CodePayloadTooLarge,
+	return newProblem(http.StatusRequestEntityTooLarge, CodePayloadTooLarge,
 		fmt.Sprintf("The request body is larger than the %d bytes this endpoint accepts.", d.cfg.MaxBodyBytes)), false
 }
 
@@ -235,7 +235,7 @@ func (d *decorator) replay(s StoredResponse) apigw.Response {
 // userID returns the authenticated user as a lower-case UUID, or the
 // detail of a 401 for the client and, when the extractor failed, its error
 // for the log.
-func (d *decorator) userID(ctx context.Context, view apigw.Request) (userID, detail string, err error) {
+func (d *decorator) userID(ctx context.Context, view Request) (userID, detail string, err error) {
 	sub, err := d.cfg.UserID(ctx, view)
 	switch {
 	case err != nil || sub == "":
@@ -247,7 +247,7 @@ func (d *decorator) userID(ctx context.Context, view apigw.Request) (userID, det
 }
 
 func storeUnavailable() problem.Details {
-	return problem.New(http.StatusServiceUnavailable, problem.CodeStoreUnavailable,
+	return newProblem(http.StatusServiceUnavailable, CodeStoreUnavailable,
 		"The request was not processed because the idempotency store is unavailable. Retry after the delay in Retry-After.")
 }
 

@@ -13,10 +13,11 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/pkg/localapi"
-	"github.com/ichido/ichido/pkg/pgtest"
-	"github.com/ichido/ichido/pkg/problem"
-	"github.com/ichido/ichido/pkg/taskfn"
+	"github.com/ichido/ichido/internal/localapi"
+	"github.com/ichido/ichido/internal/pgtest"
+	"github.com/ichido/ichido/internal/problem"
+	"github.com/ichido/ichido/internal/taskfn"
+	"github.com/ichido/ichido/pkg/idempotency"
 )
 
 // Bodies of the gateway's own answers (API Gateway's shape, not problem+json).
@@ -90,7 +91,7 @@ func TestBadInput(t *testing.T) {
 		return strings.Repeat("[", 20_000) + inner + strings.Repeat("]", 20_000)
 	}
 	invalidKey := func(name, key string) badCase {
-		return badCase{name: "key " + name, c: postKey(key), status: 400, code: problem.CodeKeyInvalid}
+		return badCase{name: "key " + name, c: postKey(key), status: 400, code: idempotency.CodeKeyInvalid}
 	}
 	validation := func(name string, c call) badCase {
 		return badCase{name: name, c: c, status: 400, code: problem.CodeValidation, keys: 1}
@@ -106,7 +107,7 @@ func TestBadInput(t *testing.T) {
 
 	cases := []badCase{
 		// The key (spec §2): refused before anything is looked up.
-		{name: "key missing", c: post(nil, `{"title":"x"}`), status: 400, code: problem.CodeKeyMissing},
+		{name: "key missing", c: post(nil, `{"title":"x"}`), status: 400, code: idempotency.CodeKeyMissing},
 		invalidKey("empty", ""),
 		invalidKey("blank", "   "),
 		invalidKey("UUID v1", "c232ab00-9414-11ec-b3c8-9e6bdeced846"),
@@ -122,17 +123,17 @@ func TestBadInput(t *testing.T) {
 		invalidKey("quoted, unterminated", `"`+v4),
 		invalidKey("quoted twice", `""`+v4+`""`),
 		invalidKey("single-quoted", `'`+v4+`'`),
-		{name: "key two different values (two header lines)", c: post([]string{newKey(), newKey()}, `{"title":"x"}`), status: 400, code: problem.CodeKeyInvalid},
-		{name: "key two different values (one comma-joined line)", c: post([]string{newKey() + "," + newKey()}, `{"title":"x"}`), status: 400, code: problem.CodeKeyInvalid},
-		{name: "key two values, quoted and bare, different", c: post([]string{`"` + newKey() + `"`, newKey()}, `{"title":"x"}`), status: 400, code: problem.CodeKeyInvalid},
-		{name: "key missing on PATCH", c: call{method: http.MethodPatch, path: "/tasks/" + aliceTask, body: []byte(`{"status":"done"}`), sub: alice}, status: 400, code: problem.CodeKeyMissing},
-		{name: "key invalid on DELETE", c: call{method: http.MethodDelete, path: "/tasks/" + aliceTask, keys: []string{"not-a-key"}, sub: alice}, status: 400, code: problem.CodeKeyInvalid},
+		{name: "key two different values (two header lines)", c: post([]string{newKey(), newKey()}, `{"title":"x"}`), status: 400, code: idempotency.CodeKeyInvalid},
+		{name: "key two different values (one comma-joined line)", c: post([]string{newKey() + "," + newKey()}, `{"title":"x"}`), status: 400, code: idempotency.CodeKeyInvalid},
+		{name: "key two values, quoted and bare, different", c: post([]string{`"` + newKey() + `"`, newKey()}, `{"title":"x"}`), status: 400, code: idempotency.CodeKeyInvalid},
+		{name: "key missing on PATCH", c: call{method: http.MethodPatch, path: "/tasks/" + aliceTask, body: []byte(`{"status":"done"}`), sub: alice}, status: 400, code: idempotency.CodeKeyMissing},
+		{name: "key invalid on DELETE", c: call{method: http.MethodDelete, path: "/tasks/" + aliceTask, keys: []string{"not-a-key"}, sub: alice}, status: 400, code: idempotency.CodeKeyInvalid},
 
 		// The same key for another request (spec §4): 422, nothing changes.
-		{name: "key reused with another body", c: post([]string{aliceKey}, `{"title":"another"}`), status: 422, code: problem.CodeKeyReused},
-		{name: "key reused on another path", c: call{method: http.MethodPatch, path: "/tasks/" + aliceTask, keys: []string{aliceKey}, body: aliceBody, sub: alice}, status: 422, code: problem.CodeKeyReused},
-		{name: "key reused with a query string", c: call{method: http.MethodPost, path: "/tasks?x=1", keys: []string{aliceKey}, body: aliceBody, sub: alice}, status: 422, code: problem.CodeKeyReused},
-		{name: "key reused, quoted form", c: post([]string{`"` + aliceKey + `"`}, `{"title":"another"}`), status: 422, code: problem.CodeKeyReused},
+		{name: "key reused with another body", c: post([]string{aliceKey}, `{"title":"another"}`), status: 422, code: idempotency.CodeKeyReused},
+		{name: "key reused on another path", c: call{method: http.MethodPatch, path: "/tasks/" + aliceTask, keys: []string{aliceKey}, body: aliceBody, sub: alice}, status: 422, code: idempotency.CodeKeyReused},
+		{name: "key reused with a query string", c: call{method: http.MethodPost, path: "/tasks?x=1", keys: []string{aliceKey}, body: aliceBody, sub: alice}, status: 422, code: idempotency.CodeKeyReused},
+		{name: "key reused, quoted form", c: post([]string{`"` + aliceKey + `"`}, `{"title":"another"}`), status: 422, code: idempotency.CodeKeyReused},
 
 		// Bodies: the handler's 400 names the field; its answer is stored.
 		validation("body invalid JSON", postBody(`{"title":`)),
@@ -165,15 +166,15 @@ func TestBadInput(t *testing.T) {
 		validation("deep nesting in an unknown field", postBody(`{"title":"x","n":`+deep("")+`}`)),
 		validation("deep nesting as the title", postBody(`{"title":`+deep(`"x"`)+`}`)),
 		validation("deep nesting as the body", postBody(deep(""))),
-		{name: "deep nesting over 64 KiB", c: postBody(`{"title":"x","n":` + strings.Repeat("[", 40_000) + strings.Repeat("]", 40_000) + `}`), status: 413, code: problem.CodePayloadTooLarge, keys: 1},
+		{name: "deep nesting over 64 KiB", c: postBody(`{"title":"x","n":` + strings.Repeat("[", 40_000) + strings.Repeat("]", 40_000) + `}`), status: 413, code: idempotency.CodePayloadTooLarge, keys: 1},
 		validation("PATCH invalid JSON", patchBody(`{`)),
 		validation("PATCH unknown field", patchBody(`{"owner":"bob"}`)),
 		validation("PATCH title null", patchBody(`{"title":null}`)),
 		validation("PATCH status a number", patchBody(`{"status":1}`)),
-		{name: "body over the function's 64 KiB", c: postBody(`{"title":"` + strings.Repeat("a", 65<<10) + `"}`), status: 413, code: problem.CodePayloadTooLarge, keys: 1},
+		{name: "body over the function's 64 KiB", c: postBody(`{"title":"` + strings.Repeat("a", 65<<10) + `"}`), status: 413, code: idempotency.CodePayloadTooLarge, keys: 1},
 		// The decorator refuses a body over its MaxBodyBytes (6 MiB by
 		// default) before the claim, so nothing is stored.
-		{name: "body over Lambda's 6 MB (7 MB)", c: postBody(`{"title":"` + strings.Repeat("a", 7<<20) + `"}`), status: 413, code: problem.CodePayloadTooLarge, keys: 0},
+		{name: "body over Lambda's 6 MB (7 MB)", c: postBody(`{"title":"` + strings.Repeat("a", 7<<20) + `"}`), status: 413, code: idempotency.CodePayloadTooLarge, keys: 0},
 		gatewaySays("body over API Gateway's 10 MB (11 MB)", postBody(`{"title":"`+strings.Repeat("a", 11<<20)+`"}`), 413, gatewayTooLarge),
 
 		// Identity (spec §3).
@@ -181,9 +182,9 @@ func TestBadInput(t *testing.T) {
 		gatewaySays("token not a JWT", withAuth(postKey(newKey()), "Bearer nonsense"), 401, gatewayUnauthorized),
 		gatewaySays("token expired", withAuth(postKey(newKey()), "Bearer "+rawToken(map[string]any{"sub": alice, "exp": time.Now().Add(-time.Hour).Unix()})), 401, gatewayUnauthorized),
 		gatewaySays("no token on a read", call{method: http.MethodGet, path: "/tasks"}, 401, gatewayUnauthorized),
-		{name: "sub not a UUID", c: asUser(postKey(newKey()), "alice"), status: 401, code: problem.CodeUnauthenticated},
-		{name: "sub not a UUID on a read", c: call{method: http.MethodGet, path: "/tasks", sub: "alice"}, status: 401, code: problem.CodeUnauthenticated},
-		{name: "token without sub", c: withAuth(postKey(newKey()), "Bearer "+rawToken(map[string]any{"username": "alice"})), status: 401, code: problem.CodeUnauthenticated},
+		{name: "sub not a UUID", c: asUser(postKey(newKey()), "alice"), status: 401, code: idempotency.CodeUnauthenticated},
+		{name: "sub not a UUID on a read", c: call{method: http.MethodGet, path: "/tasks", sub: "alice"}, status: 401, code: idempotency.CodeUnauthenticated},
+		{name: "token without sub", c: withAuth(postKey(newKey()), "Bearer "+rawToken(map[string]any{"username": "alice"})), status: 401, code: idempotency.CodeUnauthenticated},
 		notFound("another user's task, GET", call{method: http.MethodGet, path: "/tasks/" + aliceTask, sub: bob}, 0),
 		notFound("another user's task, PATCH", call{method: http.MethodPatch, path: "/tasks/" + aliceTask, keys: []string{newKey()}, body: []byte(`{"title":"mine"}`), sub: bob}, 1),
 		notFound("another user's task, DELETE", call{method: http.MethodDelete, path: "/tasks/" + aliceTask, keys: []string{newKey()}, sub: bob}, 1),

@@ -14,8 +14,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/pkg/localapi"
-	"github.com/ichido/ichido/pkg/problem"
+	"github.com/ichido/ichido/internal/localapi"
+	"github.com/ichido/ichido/internal/problem"
 )
 
 // httpClient talks to the workers; loopback only.

@@ -10,8 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/pkg/pgtest"
-	"github.com/ichido/ichido/pkg/problem"
+	"github.com/ichido/ichido/internal/pgtest"
+	"github.com/ichido/ichido/pkg/idempotency"
 )
 
 // tally counts the kinds of answers the same key got.
@@ -91,7 +91,7 @@ func TestSameKeyAcrossProcesses(t *testing.T) {
 			case a.status == success && a.replayed():
 				got.replays++
 			case a.status == http.StatusConflict:
-				require.Equal(t, problem.CodeKeyInUse, a.problem(t).Code)
+				require.Equal(t, idempotency.CodeKeyInUse, a.problem(t).Code)
 				require.Equal(t, "1", a.header.Get("Retry-After"))
 				got.inProgress++
 			default:

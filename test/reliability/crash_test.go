@@ -13,9 +13,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/pkg/migrate"
-	"github.com/ichido/ichido/pkg/pgtest"
-	"github.com/ichido/ichido/pkg/problem"
+	"github.com/ichido/ichido/internal/migrate"
+	"github.com/ichido/ichido/internal/pgtest"
+	"github.com/ichido/ichido/internal/problem"
+	"github.com/ichido/ichido/pkg/idempotency"
 )
 
 // privateCluster starts a PostgreSQL cluster of the test's own, which it
@@ -172,7 +173,7 @@ func TestPostgresCrash(t *testing.T) {
 		reuse.body = taskBody("another body")
 		a := do(t, workers[1].URL, reuse)
 		require.Equal(t, http.StatusUnprocessableEntity, a.status, "%s", a.body)
-		require.Equal(t, problem.CodeKeyReused, a.problem(t).Code)
+		require.Equal(t, idempotency.CodeKeyReused, a.problem(t).Code)
 		// That 422 is not stored as the key's answer (ADR 0072), so the
 		// original request's retry still gets its task, byte for byte.
 		orig := do(t, workers[0].URL, probe)
@@ -253,7 +254,7 @@ func TestStoreOutage(t *testing.T) {
 				for _, c := range []call{cr, pa, de, done} {
 					a := do(t, w.URL, c)
 					require.Equal(t, http.StatusServiceUnavailable, a.status, "%s %s: %s", c.method, c.path, a.body)
-					require.Equal(t, problem.CodeStoreUnavailable, a.problem(t).Code)
+					require.Equal(t, idempotency.CodeStoreUnavailable, a.problem(t).Code)
 					require.NotEmpty(t, a.header.Get("Retry-After"))
 					refused++
 				}

@@ -12,9 +12,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/pkg/localapi"
-	"github.com/ichido/ichido/pkg/pgtest"
-	"github.com/ichido/ichido/pkg/problem"
+	"github.com/ichido/ichido/internal/localapi"
+	"github.com/ichido/ichido/internal/pgtest"
+	"github.com/ichido/ichido/pkg/idempotency"
 )
 
 // fuzzMethods are the methods a fuzzed request may use.
@@ -121,7 +121,7 @@ func FuzzRequest(f *testing.F) {
 		refused, err := send(ctx, srv.URL, other, tok)
 		require.NoError(t, err)
 		require.Equal(t, http.StatusUnprocessableEntity, refused.status, "%s", refused.body)
-		require.Equal(t, problem.CodeKeyReused, refused.problem(t).Code)
+		require.Equal(t, idempotency.CodeKeyReused, refused.problem(t).Code)
 		require.Equal(t, before, digest(t, db, user, c.keys[0]), "a refused duplicate changed the database")
 		third, err := send(ctx, srv.URL, c, tok)
 		require.NoError(t, err)

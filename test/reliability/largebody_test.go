@@ -9,9 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ichido/ichido/internal/pgtest"
 	"github.com/ichido/ichido/pkg/idempotency"
-	"github.com/ichido/ichido/pkg/pgtest"
-	"github.com/ichido/ichido/pkg/problem"
 )
 
 // functionMemory is the MemorySize of the task functions (template.yaml).
@@ -64,7 +63,7 @@ func TestLargeBodiesUnderTheFunctionMemory(t *testing.T) {
 			c := call{method: http.MethodPost, path: "/tasks", keys: []string{newKey()}, body: s.body, sub: user}
 			first := do(t, w.URL, c)
 			require.Equal(t, http.StatusRequestEntityTooLarge, first.status, "round %d, %s: %s", round, s.name, first.body)
-			require.Equal(t, problem.CodePayloadTooLarge, first.problem(t).Code)
+			require.Equal(t, idempotency.CodePayloadTooLarge, first.problem(t).Code)
 			require.False(t, first.replayed())
 			again := do(t, w.URL, c)
 			require.Equal(t, http.StatusRequestEntityTooLarge, again.status)
@@ -78,7 +77,7 @@ func TestLargeBodiesUnderTheFunctionMemory(t *testing.T) {
 	refused := do(t, w.URL, oversized)
 	requests++
 	require.Equal(t, http.StatusRequestEntityTooLarge, refused.status)
-	require.Equal(t, problem.CodePayloadTooLarge, refused.problem(t).Code)
+	require.Equal(t, idempotency.CodePayloadTooLarge, refused.problem(t).Code)
 
 	st := w.stats(t, false)
 	require.Zero(t, st.Runs["POST "+oversized.keys[0]], "the decorator refused the oversized body before the handler")

@@ -10,8 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/pkg/pgtest"
-	"github.com/ichido/ichido/pkg/problem"
+	"github.com/ichido/ichido/internal/pgtest"
+	"github.com/ichido/ichido/pkg/idempotency"
 )
 
 // TestKilledWorker kills (SIGKILL) a worker process that has claimed a key
@@ -58,7 +58,7 @@ func TestKilledWorker(t *testing.T) {
 				for time.Until(leaseUntil) > 400*time.Millisecond {
 					a := do(t, survivor.URL, call{method: c.method, path: c.path, keys: c.keys, body: c.body, sub: user})
 					require.Equal(t, http.StatusConflict, a.status, "%s", a.body)
-					require.Equal(t, problem.CodeKeyInUse, a.problem(t).Code)
+					require.Equal(t, idempotency.CodeKeyInUse, a.problem(t).Code)
 					require.Equal(t, "1", a.header.Get("Retry-After"))
 					n++
 					time.Sleep(150 * time.Millisecond)

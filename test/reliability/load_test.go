@@ -13,8 +13,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/pkg/pgtest"
-	"github.com/ichido/ichido/pkg/problem"
+	"github.com/ichido/ichido/internal/pgtest"
+	"github.com/ichido/ichido/pkg/idempotency"
 )
 
 // completedCreate is a create that got its 201, kept to be replayed.
@@ -218,7 +218,7 @@ func loadRequest(ctx context.Context, base string, st *loadState, r *rand.Rand, 
 		switch {
 		case err != nil:
 			st.bad("mismatch: %v", err)
-		case a.status != http.StatusUnprocessableEntity || !bytes.Contains(a.body, []byte(`"code":"`+problem.CodeKeyReused+`"`)):
+		case a.status != http.StatusUnprocessableEntity || !bytes.Contains(a.body, []byte(`"code":"`+idempotency.CodeKeyReused+`"`)):
 			st.bad("mismatch: %d %s", a.status, a.body)
 		default:
 			st.ok(kind, time.Since(began))

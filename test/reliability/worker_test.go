@@ -25,13 +25,13 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ichido/ichido/internal/localapi"
+	"github.com/ichido/ichido/internal/samtemplate"
+	"github.com/ichido/ichido/internal/taskfn"
+	"github.com/ichido/ichido/internal/tasks"
 	"github.com/ichido/ichido/pkg/dbpool"
 	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
-	"github.com/ichido/ichido/pkg/localapi"
-	"github.com/ichido/ichido/pkg/samtemplate"
-	"github.com/ichido/ichido/pkg/taskfn"
-	"github.com/ichido/ichido/pkg/tasks"
 )
 
 // A worker is this test binary started again as a separate process (an

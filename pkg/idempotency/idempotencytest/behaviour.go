@@ -16,10 +16,10 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/pkg/apigw"
-	"github.com/ichido/ichido/pkg/capture"
+	"github.com/ichido/ichido/internal/apigw"
+	"github.com/ichido/ichido/internal/capture"
+	"github.com/ichido/ichido/internal/problem"
 	"github.com/ichido/ichido/pkg/idempotency"
-	"github.com/ichido/ichido/pkg/problem"
 )
 
 // RunHTTPBehaviour runs the decorator's HTTP behaviour table against the
@@ -110,7 +110,7 @@ func (e *env) post(body string) request {
 // respond returns a handler that counts its runs and answers with status,
 // a body naming the run, Content-Type, Location and X-Run headers.
 func (e *env) respond(status int) handler {
-	return func(ctx context.Context, req apigw.Request) (apigw.Response, error) {
+	return func(ctx context.Context, req idempotency.Request) (apigw.Response, error) {
 		n := e.runs.Add(1)
 		return apigw.Response{
 			StatusCode: status,
@@ -234,7 +234,7 @@ var cases = []behaviourCase{
 		require.Contains(t, store, "complete_ms")
 	}},
 	{"a non-JSON body replays byte for byte", func(t *testing.T, e *env) {
-		inv := e.wrap(func(ctx context.Context, req apigw.Request) (apigw.Response, error) {
+		inv := e.wrap(func(ctx context.Context, req idempotency.Request) (apigw.Response, error) {
 			e.runs.Add(1)
 			return apigw.Response{StatusCode: http.StatusOK, Headers: http.Header{"Content-Type": {"text/plain; charset=utf-8"}}, Body: "line one\r\n  line two\t\n"}, nil
 		})
@@ -246,7 +246,7 @@ var cases = []behaviourCase{
 		require.EqualValues(t, 1, e.runs.Load())
 	}},
 	{"an empty body replays as empty", func(t *testing.T, e *env) {
-		inv := e.wrap(func(ctx context.Context, req apigw.Request) (apigw.Response, error) {
+		inv := e.wrap(func(ctx context.Context, req idempotency.Request) (apigw.Response, error) {
 			e.runs.Add(1)
 			return apigw.Response{StatusCode: http.StatusNoContent}, nil
 		})
@@ -262,7 +262,7 @@ var cases = []behaviourCase{
 	}},
 	{"a JSON body that is not canonical replays as written", func(t *testing.T, e *env) {
 		body := "{\n  \"b\": 1.50,\n\"a\":[ 1e3, \"\\u00e9\" ] }\n"
-		inv := e.wrap(func(ctx context.Context, req apigw.Request) (apigw.Response, error) {
+		inv := e.wrap(func(ctx context.Context, req idempotency.Request) (apigw.Response, error) {
 			e.runs.Add(1)
 			return apigw.Response{StatusCode: http.StatusCreated, Headers: http.Header{"Content-Type": {"application/vnd.example+json"}}, Body: body}, nil
 		})
@@ -277,7 +277,7 @@ var cases = []behaviourCase{
 			raw[i] = byte(i)
 		}
 		encoded := base64.StdEncoding.EncodeToString(raw)
-		inv := e.wrap(func(ctx context.Context, req apigw.Request) (apigw.Response, error) {
+		inv := e.wrap(func(ctx context.Context, req idempotency.Request) (apigw.Response, error) {
 			e.runs.Add(1)
 			return apigw.Response{StatusCode: http.StatusOK, Headers: http.Header{"Content-Type": {"application/octet-stream"}}, Body: encoded, IsBase64Encoded: true}, nil
 		})
@@ -316,9 +316,9 @@ var cases = []behaviourCase{
 	{"the same key with another body is refused with 422", func(t *testing.T, e *env) {
 		inv := e.wrap(e.respond(http.StatusCreated))
 		e.do(inv, e.post(`{"title":"a"}`))
-		requireProblem(t, e.do(inv, e.post(`{"title":"b"}`)), http.StatusUnprocessableEntity, problem.CodeKeyReused)
-		requireProblem(t, e.do(inv, e.post(`{"title":"a","extra":null}`)), http.StatusUnprocessableEntity, problem.CodeKeyReused)
-		requireProblem(t, e.do(inv, e.post(`["title","a"]`)), http.StatusUnprocessableEntity, problem.CodeKeyReused)
+		requireProblem(t, e.do(inv, e.post(`{"title":"b"}`)), http.StatusUnprocessableEntity, idempotency.CodeKeyReused)
+		requireProblem(t, e.do(inv, e.post(`{"title":"a","extra":null}`)), http.StatusUnprocessableEntity, idempotency.CodeKeyReused)
+		requireProblem(t, e.do(inv, e.post(`["title","a"]`)), http.StatusUnprocessableEntity, idempotency.CodeKeyReused)
 		require.EqualValues(t, 1, e.runs.Load())
 		require.Equal(t, []string{"completed", "mismatch", "mismatch", "mismatch"}, e.outcomes())
 		e.requireMetric("mismatch")
@@ -330,16 +330,16 @@ var cases = []behaviourCase{
 		e.do(inv, req)
 		other := req
 		other.path = "/tasks/2"
-		requireProblem(t, e.do(inv, other), http.StatusUnprocessableEntity, problem.CodeKeyReused)
+		requireProblem(t, e.do(inv, other), http.StatusUnprocessableEntity, idempotency.CodeKeyReused)
 		other = req
 		other.method = http.MethodPut
-		requireProblem(t, e.do(inv, other), http.StatusUnprocessableEntity, problem.CodeKeyReused)
+		requireProblem(t, e.do(inv, other), http.StatusUnprocessableEntity, idempotency.CodeKeyReused)
 		other = req
 		other.query = "a=1&b=3"
-		requireProblem(t, e.do(inv, other), http.StatusUnprocessableEntity, problem.CodeKeyReused)
+		requireProblem(t, e.do(inv, other), http.StatusUnprocessableEntity, idempotency.CodeKeyReused)
 		other = req
 		other.query = ""
-		requireProblem(t, e.do(inv, other), http.StatusUnprocessableEntity, problem.CodeKeyReused)
+		requireProblem(t, e.do(inv, other), http.StatusUnprocessableEntity, idempotency.CodeKeyReused)
 		require.EqualValues(t, 1, e.runs.Load())
 	}},
 	{"the same query in another order replays", func(t *testing.T, e *env) {
@@ -353,13 +353,13 @@ var cases = []behaviourCase{
 	{"the same key while the first request runs gets 409", func(t *testing.T, e *env) {
 		var inner apigw.Response
 		var inv invoker
-		inv = e.wrap(func(ctx context.Context, req apigw.Request) (apigw.Response, error) {
+		inv = e.wrap(func(ctx context.Context, req idempotency.Request) (apigw.Response, error) {
 			inner = e.do(inv, e.post(`{}`))
 			return e.respond(http.StatusCreated)(ctx, req)
 		})
 		first := e.do(inv, e.post(`{}`))
 		require.Equal(t, http.StatusCreated, first.StatusCode)
-		requireProblem(t, inner, http.StatusConflict, problem.CodeKeyInUse)
+		requireProblem(t, inner, http.StatusConflict, idempotency.CodeKeyInUse)
 		require.Equal(t, "1", inner.Headers.Get("Retry-After"))
 		require.Equal(t, []string{"in_progress", "completed"}, e.outcomes())
 		e.requireMetric("in_progress")
@@ -370,7 +370,7 @@ var cases = []behaviourCase{
 	{"of concurrent requests with one key exactly one runs", func(t *testing.T, e *env) {
 		const n = 8
 		release := make(chan struct{})
-		inv := e.wrap(func(ctx context.Context, req apigw.Request) (apigw.Response, error) {
+		inv := e.wrap(func(ctx context.Context, req idempotency.Request) (apigw.Response, error) {
 			<-release // hold the claim until every other request has been answered
 			return e.respond(http.StatusCreated)(ctx, req)
 		})
@@ -401,7 +401,7 @@ var cases = []behaviourCase{
 		inv := e.wrap(e.respond(http.StatusCreated))
 		req := e.post(`{}`)
 		delete(req.headers, "Idempotency-Key")
-		requireProblem(t, e.do(inv, req), http.StatusBadRequest, problem.CodeKeyMissing)
+		requireProblem(t, e.do(inv, req), http.StatusBadRequest, idempotency.CodeKeyMissing)
 		require.Zero(t, e.runs.Load())
 		require.Zero(t, e.store.calls())
 		require.Equal(t, []string{"rejected"}, e.outcomes())
@@ -435,7 +435,7 @@ var cases = []behaviourCase{
 			} else {
 				req.headers["Idempotency-Key"] = bad.header
 			}
-			requireProblem(t, e.do(inv, req), http.StatusBadRequest, problem.CodeKeyInvalid)
+			requireProblem(t, e.do(inv, req), http.StatusBadRequest, idempotency.CodeKeyInvalid)
 		}
 		require.Zero(t, e.runs.Load())
 		require.Zero(t, e.store.calls())
@@ -480,21 +480,21 @@ var cases = []behaviourCase{
 		inv := e.wrap(e.respond(http.StatusCreated))
 		req := e.post(`{}`)
 		req.sub = ""
-		requireProblem(t, e.do(inv, req), http.StatusUnauthorized, problem.CodeUnauthenticated)
+		requireProblem(t, e.do(inv, req), http.StatusUnauthorized, idempotency.CodeUnauthenticated)
 		req.sub = "auth0|12345"
-		d := requireProblem(t, e.do(inv, req), http.StatusUnauthorized, problem.CodeUnauthenticated)
+		d := requireProblem(t, e.do(inv, req), http.StatusUnauthorized, idempotency.CodeUnauthenticated)
 		require.Contains(t, d.Detail, "not a UUID")
 		// A user id in a header or the body counts for nothing.
 		req.sub = ""
 		req.headers["X-User-Id"] = e.user
 		req.body = `{"user_id":"` + e.user + `","sub":"` + e.user + `"}`
-		requireProblem(t, e.do(inv, req), http.StatusUnauthorized, problem.CodeUnauthenticated)
+		requireProblem(t, e.do(inv, req), http.StatusUnauthorized, idempotency.CodeUnauthenticated)
 		require.Zero(t, e.runs.Load())
 		require.Zero(t, e.store.calls())
 	}},
 	{"a Lambda authorizer's context gives the user through an extractor", func(t *testing.T, e *env) {
 		var info idempotency.Info
-		inv := e.wrap(func(ctx context.Context, req apigw.Request) (apigw.Response, error) {
+		inv := e.wrap(func(ctx context.Context, req idempotency.Request) (apigw.Response, error) {
 			info, _ = idempotency.FromContext(ctx)
 			return e.respond(http.StatusCreated)(ctx, req)
 		}, func(c *idempotency.Config) { c.UserID = idempotency.AuthorizerContextField("userId") })
@@ -508,7 +508,7 @@ var cases = []behaviourCase{
 		var info idempotency.Info
 		var ok bool
 		var want string
-		inv := e.wrap(func(ctx context.Context, req apigw.Request) (apigw.Response, error) {
+		inv := e.wrap(func(ctx context.Context, req idempotency.Request) (apigw.Response, error) {
 			info, ok = idempotency.FromContext(ctx)
 			var err error
 			want, err = idempotency.Fingerprint(req)
@@ -538,7 +538,7 @@ var cases = []behaviourCase{
 	}},
 	{"a handler error releases the key and a retry runs again", func(t *testing.T, e *env) {
 		boom := errors.New("handler failed")
-		inv := e.wrap(func(ctx context.Context, req apigw.Request) (apigw.Response, error) {
+		inv := e.wrap(func(ctx context.Context, req idempotency.Request) (apigw.Response, error) {
 			if e.runs.Add(1) == 1 {
 				return apigw.Response{}, boom
 			}
@@ -554,7 +554,7 @@ var cases = []behaviourCase{
 		e.requireMetric("released")
 	}},
 	{"a 5xx releases the key and is returned as is", func(t *testing.T, e *env) {
-		inv := e.wrap(func(ctx context.Context, req apigw.Request) (apigw.Response, error) {
+		inv := e.wrap(func(ctx context.Context, req idempotency.Request) (apigw.Response, error) {
 			if e.runs.Add(1) == 1 {
 				return apigw.Response{StatusCode: http.StatusBadGateway, Body: "upstream down"}, nil
 			}
@@ -567,7 +567,7 @@ var cases = []behaviourCase{
 		require.EqualValues(t, 2, e.runs.Load())
 	}},
 	{"a panic releases the key and goes on", func(t *testing.T, e *env) {
-		inv := e.wrap(func(ctx context.Context, req apigw.Request) (apigw.Response, error) {
+		inv := e.wrap(func(ctx context.Context, req idempotency.Request) (apigw.Response, error) {
 			if e.runs.Add(1) == 1 {
 				panic("handler panicked")
 			}
@@ -604,7 +604,7 @@ var cases = []behaviourCase{
 	}},
 	{"GET passes through without touching the store", func(t *testing.T, e *env) {
 		var inCtx bool
-		inv := e.wrap(func(ctx context.Context, req apigw.Request) (apigw.Response, error) {
+		inv := e.wrap(func(ctx context.Context, req idempotency.Request) (apigw.Response, error) {
 			_, inCtx = idempotency.FromContext(ctx)
 			return e.respond(http.StatusOK)(ctx, req)
 		})
@@ -631,7 +631,7 @@ var cases = []behaviourCase{
 		e.store.failClaim.Store(true)
 		inv := e.wrap(e.respond(http.StatusCreated))
 		resp := e.do(inv, e.post(`{}`))
-		requireProblem(t, resp, http.StatusServiceUnavailable, problem.CodeStoreUnavailable)
+		requireProblem(t, resp, http.StatusServiceUnavailable, idempotency.CodeStoreUnavailable)
 		require.Equal(t, "1", resp.Headers.Get("Retry-After"))
 		require.Zero(t, e.runs.Load())
 		require.Equal(t, []string{"store_error"}, e.outcomes())
@@ -646,7 +646,7 @@ var cases = []behaviourCase{
 		require.Equal(t, http.StatusCreated, first.StatusCode)
 		require.Equal(t, []string{"store_error"}, e.outcomes())
 		e.store.failComplete.Store(false)
-		requireProblem(t, e.do(inv, e.post(`{}`)), http.StatusConflict, problem.CodeKeyInUse)
+		requireProblem(t, e.do(inv, e.post(`{}`)), http.StatusConflict, idempotency.CodeKeyInUse)
 		e.clock.Advance(idempotency.DefaultMaxLease + time.Second)
 		second := e.do(inv, e.post(`{}`))
 		require.Equal(t, http.StatusCreated, second.StatusCode)
@@ -666,7 +666,7 @@ var cases = []behaviourCase{
 		defer cancel()
 		var during []apigw.Response
 		var inv invoker
-		inv = e.wrap(func(hctx context.Context, req apigw.Request) (apigw.Response, error) {
+		inv = e.wrap(func(hctx context.Context, req idempotency.Request) (apigw.Response, error) {
 			if e.runs.Add(1) == 1 {
 				e.clock.Advance(11 * time.Second) // past the deadline, within the margin
 				during = append(during, e.do(inv, e.post(`{}`)))
@@ -678,7 +678,7 @@ var cases = []behaviourCase{
 		first, err := inv(ctx, e.post(`{}`))
 		require.NoError(t, err)
 		require.Equal(t, http.StatusCreated, first.StatusCode, "the worker's own response is returned even when its lease was lost")
-		requireProblem(t, during[0], http.StatusConflict, problem.CodeKeyInUse)
+		requireProblem(t, during[0], http.StatusConflict, idempotency.CodeKeyInUse)
 		require.Equal(t, http.StatusCreated, during[1].StatusCode, "a lease past deadline + margin is taken over")
 		require.Equal(t, []string{"in_progress", "completed", "lease_lost"}, e.outcomes())
 		e.requireMetric("lease_lost")

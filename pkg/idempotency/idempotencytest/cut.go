@@ -17,7 +17,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/pkg/apigw"
 	"github.com/ichido/ichido/pkg/idempotency"
 )
 
@@ -175,7 +174,7 @@ func RunLostClaimReply(t *testing.T, store idempotency.Store, cutter *ReplyCutte
 
 	// The claim is the first statement that carries the request's hash.
 	req := event(uuid.NewString(), `{"title":"x"}`)
-	hash, err := idempotency.Fingerprint(apigw.FromRequest(req))
+	hash, err := idempotency.Fingerprint(idempotency.RequestFrom(req))
 	require.NoError(t, err)
 	cutter.CutReplyTo(hash)
 	first := call(req)

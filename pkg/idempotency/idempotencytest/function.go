@@ -16,7 +16,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/pkg/capture"
+	"github.com/ichido/ichido/internal/capture"
 	"github.com/ichido/ichido/pkg/idempotency"
 )
 

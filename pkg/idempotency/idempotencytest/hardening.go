@@ -9,9 +9,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/pkg/apigw"
+	"github.com/ichido/ichido/internal/apigw"
 	"github.com/ichido/ichido/pkg/idempotency"
-	"github.com/ichido/ichido/pkg/problem"
 )
 
 // hardeningCases are the answers an adversarial review found wrong: too
@@ -21,7 +20,7 @@ var hardeningCases = []behaviourCase{
 	{"a body over the limit is refused with 413 before the store", func(t *testing.T, e *env) {
 		inv := e.wrap(e.respond(http.StatusCreated))
 		body := `{"title":"` + strings.Repeat("x", idempotency.DefaultMaxBodyBytes) + `"}`
-		requireProblem(t, e.do(inv, e.post(body)), http.StatusRequestEntityTooLarge, problem.CodePayloadTooLarge)
+		requireProblem(t, e.do(inv, e.post(body)), http.StatusRequestEntityTooLarge, idempotency.CodePayloadTooLarge)
 		require.Zero(t, e.runs.Load(), "the handler does not run")
 		require.Zero(t, e.store.calls(), "nothing is claimed or stored")
 		require.Equal(t, []string{"too_large"}, e.outcomes())
@@ -35,7 +34,7 @@ var hardeningCases = []behaviourCase{
 		if e.p.name != "net/http" {
 			b64 := e.post(strings.Repeat("QUFB", idempotency.DefaultMaxBodyBytes/4+1))
 			b64.b64 = true
-			requireProblem(t, e.do(inv, b64), http.StatusRequestEntityTooLarge, problem.CodePayloadTooLarge)
+			requireProblem(t, e.do(inv, b64), http.StatusRequestEntityTooLarge, idempotency.CodePayloadTooLarge)
 		}
 		require.EqualValues(t, 1, e.runs.Load())
 	}},
@@ -44,7 +43,7 @@ var hardeningCases = []behaviourCase{
 		first := e.do(inv, e.post(`{"title":"b"}`))
 		require.Equal(t, http.StatusCreated, first.StatusCode)
 		for _, body := range []string{`{"title":"a","title":"b"}`, `{"title":"b","title":"b"}`, `{"title":"b","\u0074itle":"a"}`} {
-			requireProblem(t, e.do(inv, e.post(body)), http.StatusUnprocessableEntity, problem.CodeKeyReused)
+			requireProblem(t, e.do(inv, e.post(body)), http.StatusUnprocessableEntity, idempotency.CodeKeyReused)
 		}
 		require.EqualValues(t, 1, e.runs.Load())
 		// Such a body is a request of its own, replayed when sent again.
@@ -66,7 +65,7 @@ var hardeningCases = []behaviourCase{
 			require.Equal(t, http.StatusCreated, first.StatusCode)
 			requireReplay(t, first, e.do(inv, req))
 			req.query = pair[1]
-			requireProblem(t, e.do(inv, req), http.StatusUnprocessableEntity, problem.CodeKeyReused)
+			requireProblem(t, e.do(inv, req), http.StatusUnprocessableEntity, idempotency.CodeKeyReused)
 		}
 		require.EqualValues(t, 2, e.runs.Load())
 	}},
@@ -84,7 +83,7 @@ var hardeningCases = []behaviourCase{
 		e.store.lostClaimReplies.Store(2)
 		inv := e.wrap(e.respond(http.StatusCreated))
 		resp := e.do(inv, e.post(`{}`))
-		requireProblem(t, resp, http.StatusServiceUnavailable, problem.CodeStoreUnavailable)
+		requireProblem(t, resp, http.StatusServiceUnavailable, idempotency.CodeStoreUnavailable)
 		require.Equal(t, "1", resp.Headers.Get("Retry-After"))
 		require.Zero(t, e.runs.Load())
 		// The retry, a new invocation, is not locked out for the lease.
@@ -111,7 +110,7 @@ var hardeningCases = []behaviourCase{
 	}},
 	{"cookies are replayed one by one when Set-Cookie is listed", func(t *testing.T, e *env) {
 		cookies := []string{"session=abc; Path=/; HttpOnly", "pref=dark; Expires=Wed, 21 Oct 2026 07:28:00 GMT"}
-		inv := e.wrap(func(ctx context.Context, req apigw.Request) (apigw.Response, error) {
+		inv := e.wrap(func(ctx context.Context, req idempotency.Request) (apigw.Response, error) {
 			e.runs.Add(1)
 			return apigw.Response{StatusCode: http.StatusCreated, Headers: http.Header{"Content-Type": {"application/json"}, "Set-Cookie": cookies}, Body: `{}`}, nil
 		}, func(c *idempotency.Config) { c.ReplayHeaders = []string{"set-cookie"} })
@@ -123,7 +122,7 @@ var hardeningCases = []behaviourCase{
 		require.EqualValues(t, 1, e.runs.Load())
 	}},
 	{"cookies are not replayed unless Set-Cookie is listed", func(t *testing.T, e *env) {
-		inv := e.wrap(func(ctx context.Context, req apigw.Request) (apigw.Response, error) {
+		inv := e.wrap(func(ctx context.Context, req idempotency.Request) (apigw.Response, error) {
 			e.runs.Add(1)
 			return apigw.Response{StatusCode: http.StatusCreated, Headers: http.Header{"Set-Cookie": {"a=1", "b=2"}}, Body: `{}`}, nil
 		})

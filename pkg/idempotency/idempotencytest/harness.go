@@ -32,8 +32,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/pkg/apigw"
-	"github.com/ichido/ichido/pkg/capture"
+	"github.com/ichido/ichido/internal/apigw"
+	"github.com/ichido/ichido/internal/capture"
 	"github.com/ichido/ichido/pkg/idempotency"
 )
 
@@ -152,7 +152,7 @@ type payload struct {
 	skip map[string]bool
 }
 
-type handler func(ctx context.Context, req apigw.Request) (apigw.Response, error)
+type handler func(ctx context.Context, req idempotency.Request) (apigw.Response, error)
 
 type invoker func(ctx context.Context, r request) (apigw.Response, error)
 
@@ -164,10 +164,10 @@ var payloads = []payload{
 	middlewarePayload("net/http", ServeMux),
 }
 
-func wrapVersion[Req apigw.AnyRequest, Resp apigw.AnyResponse](event func(request) Req) func(*testing.T, handler, idempotency.Config) invoker {
+func wrapVersion[Req idempotency.AnyRequest, Resp apigw.AnyResponse](event func(request) Req) func(*testing.T, handler, idempotency.Config) invoker {
 	return func(t *testing.T, h handler, cfg idempotency.Config) invoker {
 		typed := func(ctx context.Context, req Req) (Resp, error) {
-			resp, err := h(ctx, apigw.FromRequest(req))
+			resp, err := h(ctx, idempotency.RequestFrom(req))
 			return apigw.ToResponse[Resp](resp), err
 		}
 		wrapped, err := idempotency.Wrap(typed, cfg)

@@ -17,7 +17,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/pkg/apigw"
+	"github.com/ichido/ichido/internal/apigw"
 	"github.com/ichido/ichido/pkg/idempotency"
 )
 
@@ -97,7 +97,7 @@ func middlewarePayload(name string, mount Mount) payload {
 			if userID == nil {
 				userID = idempotency.ClaimsSubject
 			}
-			cfg.UserID = func(ctx context.Context, req apigw.Request) (string, error) {
+			cfg.UserID = func(ctx context.Context, req idempotency.Request) (string, error) {
 				a, _ := ctx.Value(authKey{}).(auth)
 				req.Claims, req.AuthorizerContext = a.claims, a.lambda
 				return userID(ctx, req)
@@ -109,7 +109,7 @@ func middlewarePayload(name string, mount Mount) payload {
 			inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				body, err := io.ReadAll(r.Body)
 				require.NoError(t, err)
-				resp, err := h(r.Context(), apigw.FromHTTPRequest(r, body))
+				resp, err := h(r.Context(), idempotency.RequestFromHTTP(r, body))
 				if err != nil {
 					panic(handlerFailure{err})
 				}

@@ -8,7 +8,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/google/uuid"
 
-	"github.com/ichido/ichido/pkg/apigw"
+	"github.com/ichido/ichido/internal/apigw"
 	"github.com/ichido/ichido/pkg/idempotency"
 )
 
@@ -21,14 +21,14 @@ var noLambdaAuthorizer = map[string]bool{"a Lambda authorizer's context gives th
 
 // wrapShape is wrapVersion for a shape whose user is not in Claims: claims
 // gives the claims the shape's request carries.
-func wrapShape[Req apigw.AnyRequest, Resp apigw.AnyResponse](event func(request) Req, claims func(apigw.Request) map[string]string) func(*testing.T, handler, idempotency.Config) invoker {
+func wrapShape[Req idempotency.AnyRequest, Resp apigw.AnyResponse](event func(request) Req, claims func(idempotency.Request) map[string]string) func(*testing.T, handler, idempotency.Config) invoker {
 	inner := wrapVersion[Req, Resp](event)
 	return func(t *testing.T, h handler, cfg idempotency.Config) invoker {
 		userID := cfg.UserID
 		if userID == nil {
 			userID = idempotency.ClaimsSubject
 		}
-		cfg.UserID = func(ctx context.Context, req apigw.Request) (string, error) {
+		cfg.UserID = func(ctx context.Context, req idempotency.Request) (string, error) {
 			req.Claims = claims(req)
 			return userID(ctx, req)
 		}
@@ -61,7 +61,7 @@ func functionURLEvent(r request) events.LambdaFunctionURLRequest {
 	return e
 }
 
-func functionURLClaims(req apigw.Request) map[string]string {
+func functionURLClaims(req idempotency.Request) map[string]string {
 	if req.IAM == nil {
 		return nil
 	}
@@ -101,7 +101,7 @@ func albEvent(r request) events.ALBTargetGroupRequest {
 	return e
 }
 
-func albClaims(req apigw.Request) map[string]string {
+func albClaims(req idempotency.Request) map[string]string {
 	if sub := req.Header(albOIDCIdentity); len(sub) == 1 {
 		return map[string]string{"sub": sub[0]}
 	}

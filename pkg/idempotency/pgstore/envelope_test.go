@@ -8,9 +8,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ichido/ichido/internal/pgtest"
 	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
-	"github.com/ichido/ichido/pkg/pgtest"
 )
 
 // envelopeCases are responses whose envelopes exercise every branch of the

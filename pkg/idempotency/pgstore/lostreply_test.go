@@ -6,9 +6,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ichido/ichido/internal/pgtest"
 	"github.com/ichido/ichido/pkg/idempotency/idempotencytest"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
-	"github.com/ichido/ichido/pkg/pgtest"
 )
 
 // TestLostClaimReply cuts the connection after PostgreSQL committed a claim

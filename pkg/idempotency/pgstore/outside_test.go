@@ -14,7 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/pkg/pgtest"
+	"github.com/ichido/ichido/internal/pgtest"
 )
 
 // TestProgramOutsideTheRepository builds testdata/outside, a program in a

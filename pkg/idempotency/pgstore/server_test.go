@@ -8,10 +8,10 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ichido/ichido/internal/migrate"
+	"github.com/ichido/ichido/internal/pgtest"
 	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
-	"github.com/ichido/ichido/pkg/migrate"
-	"github.com/ichido/ichido/pkg/pgtest"
 )
 
 // TestServerGone runs a store on a cluster of its own, stops the server

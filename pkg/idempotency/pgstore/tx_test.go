@@ -11,9 +11,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ichido/ichido/internal/pgtest"
 	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
-	"github.com/ichido/ichido/pkg/pgtest"
 )
 
 // TestCompleteInTx checks that a completion inside the handler's own

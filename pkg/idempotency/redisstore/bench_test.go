@@ -10,9 +10,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ichido/ichido/internal/redistest"
 	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/redisstore"
-	"github.com/ichido/ichido/pkg/redistest"
 )
 
 // The benchmarks run one client, one call at a time, against the private

@@ -21,9 +21,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ichido/ichido/internal/pgtest"
+	"github.com/ichido/ichido/internal/redistest"
 	"github.com/ichido/ichido/pkg/idempotency/redisstore"
-	"github.com/ichido/ichido/pkg/pgtest"
-	"github.com/ichido/ichido/pkg/redistest"
 )
 
 func envWith(url string) func(string) string {

@@ -10,9 +10,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ichido/ichido/internal/redistest"
 	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/redisstore"
-	"github.com/ichido/ichido/pkg/redistest"
 )
 
 // The scripts of the hash layout as they were released, before the string

@@ -6,10 +6,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ichido/ichido/internal/redistest"
 	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/idempotencytest"
 	"github.com/ichido/ichido/pkg/idempotency/redisstore"
-	"github.com/ichido/ichido/pkg/redistest"
 )
 
 // TestHTTPBehaviour runs the decorator's HTTP behaviour table on Redis.

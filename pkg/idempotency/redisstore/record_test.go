@@ -9,8 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ichido/ichido/internal/redistest"
 	"github.com/ichido/ichido/pkg/idempotency"
-	"github.com/ichido/ichido/pkg/redistest"
 )
 
 func allBytes() string {

@@ -13,11 +13,11 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ichido/ichido/internal/pgtest"
+	"github.com/ichido/ichido/internal/redistest"
 	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/redisstore"
 	"github.com/ichido/ichido/pkg/idempotency/storetest"
-	"github.com/ichido/ichido/pkg/pgtest"
-	"github.com/ichido/ichido/pkg/redistest"
 )
 
 func TestMain(m *testing.M) { redistest.Main(m) }

@@ -9,9 +9,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ichido/ichido/internal/redistest"
 	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/redisstore"
-	"github.com/ichido/ichido/pkg/redistest"
 )
 
 // commandHook records the commands a client sends and runs after, when

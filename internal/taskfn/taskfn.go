@@ -1,0 +1,185 @@
+// Package taskfn builds the sample task API's Lambda functions from the
+// environment, once per execution environment: one database pool
+// (package dbpool), one idempotency store (PostgreSQL or Redis), the task
+// service, and its handlers, the mutating ones (POST, PATCH, DELETE) wrapped
+// by idempotency.Wrap.
+//
+// The Lambda mains under functions/ and the local API server both use it,
+// so what runs locally is what deploys. Each main is wiring only:
+//
+//	fns, err := taskfn.Build(ctx, os.Getenv)
+//	if err != nil {
+//		return err
+//	}
+//	defer fns.Close()
+//	h, _ := fns.Handler(taskfn.CreateTaskFunction)
+//	lambda.Start(h)
+//
+// The environment variables read are those of dbpool.ConfigFromEnv and
+// IDEMPOTENCY_STORE, REDIS_URL, IDEMPOTENCY_TTL and LOG_LEVEL; see Build.
+package taskfn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/ichido/ichido/internal/tasks"
+	"github.com/ichido/ichido/pkg/dbpool"
+	"github.com/ichido/ichido/pkg/idempotency"
+	"github.com/ichido/ichido/pkg/idempotency/pgstore"
+	"github.com/ichido/ichido/pkg/idempotency/redisstore"
+)
+
+// The SAM logical ids of the functions (template.yaml). Handler knows the
+// first five; MigrateFunction is served by NewMigrator and Migrate.
+const (
+	CreateTaskFunction = "CreateTaskFunction"
+	ListTasksFunction  = "ListTasksFunction"
+	GetTaskFunction    = "GetTaskFunction"
+	UpdateTaskFunction = "UpdateTaskFunction"
+	DeleteTaskFunction = "DeleteTaskFunction"
+	MigrateFunction    = "MigrateFunction"
+)
+
+// Handler is an API Gateway HTTP API (payload format 2.0) Lambda handler.
+type Handler = func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error)
+
+// Functions holds the handlers of the task API and what they share. Build
+// makes one; Close releases it.
+type Functions struct {
+	pool     *pgxpool.Pool
+	logger   *slog.Logger
+	handlers map[string]Handler
+	closers  []func()
+	// What the activity function and the net/http server build on.
+	store   idempotency.Store
+	api     *tasks.API
+	ttl     time.Duration
+	metrics io.Writer
+	once    sync.Once
+}
+
+// Build reads the environment through getenv (os.Getenv in a main) once and
+// builds the functions:
+//
+//   - the database pool from dbpool.ConfigFromEnv (DB_AUTH and the variables
+//     of its mode, DB_MAX_CONNS), connected once so that a wrong setting fails
+//     at cold start;
+//   - the idempotency store: IDEMPOTENCY_STORE=postgres (the default) keeps
+//     keys in the same database through the same pool; redis keeps them in
+//     Redis or Valkey at REDIS_URL (redisstore.ClientFromEnv: rediss://
+//     with a verified certificate; plain redis:// only for a loopback
+//     host), connected on first use;
+//   - IDEMPOTENCY_TTL, how long a key is remembered (default 24h);
+//   - LOG_LEVEL (debug, info, warn, error; default info) for the JSON log
+//     lines written to standard output.
+//
+// A setting that is missing, malformed or contradicts another gives an
+// error matching ErrConfig that names every variable at fault.
+func Build(ctx context.Context, getenv func(string) string) (*Functions, error) {
+	return build(ctx, getenv, os.Stdout)
+}
+
+func build(ctx context.Context, getenv func(string) string, out io.Writer) (*Functions, error) {
+	cfg, err := readConfig(getenv)
+	if err != nil {
+		return nil, err
+	}
+	logger := slog.New(slog.NewJSONHandler(out, &slog.HandlerOptions{Level: cfg.logLevel}))
+
+	f := &Functions{logger: logger}
+	var store idempotency.Store
+	if cfg.store == StoreRedis {
+		client, err := redisClient(cfg.redisURL)
+		if err != nil {
+			return nil, err
+		}
+		f.closers = append(f.closers, func() { _ = client.Close() })
+		store = redisstore.New(client, nil)
+	}
+
+	pool, err := dbpool.Open(ctx, cfg.db)
+	if errors.Is(err, dbpool.ErrUnreachable) && cfg.db.Auth == dbpool.AuthIAM {
+		// Deployed, a database that does not answer yet (an Aurora cluster
+		// resuming from auto-pause) gets requests a fast 503, not a failed
+		// cold start; each request tries again within DB_CONNECT_TIMEOUT.
+		logger.Warn("the database cannot be reached yet; requests are answered 503 until it can", "error", err)
+		err = nil
+	}
+	if err != nil {
+		if pool != nil {
+			pool.Close()
+		}
+		f.Close()
+		return nil, fmt.Errorf("taskfn: %w", err)
+	}
+	f.pool = pool
+	f.closers = append(f.closers, pool.Close)
+	if store == nil {
+		store = pgstore.New(pool, nil)
+	}
+
+	api := tasks.NewAPI(tasks.NewService(pool), &tasks.Options{Logger: logger})
+	f.store, f.api, f.ttl, f.metrics = store, api, cfg.ttl, out
+	protect := func(h Handler) (Handler, error) {
+		return idempotency.Wrap(h, idempotency.Config{
+			Store:   store,
+			TTL:     cfg.ttl,
+			Logger:  logger,
+			Metrics: out,
+		})
+	}
+	create, err1 := protect(api.Create)
+	update, err2 := protect(api.Update)
+	remove, err3 := protect(api.Delete)
+	if err := errors.Join(err1, err2, err3); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("taskfn: %w", err)
+	}
+	f.handlers = map[string]Handler{
+		CreateTaskFunction: create,
+		ListTasksFunction:  api.List,
+		GetTaskFunction:    api.Get,
+		UpdateTaskFunction: update,
+		DeleteTaskFunction: remove,
+	}
+	return f, nil
+}
+
+// Handler returns the handler of the function with the SAM logical id
+// logicalID (CreateTaskFunction, ListTasksFunction, GetTaskFunction,
+// UpdateTaskFunction or DeleteTaskFunction); ok is false for any other id.
+func (f *Functions) Handler(logicalID string) (h Handler, ok bool) {
+	h, ok = f.handlers[logicalID]
+	return h, ok
+}
+
+// LogicalIDs returns the logical ids that Handler knows, in a fixed order.
+func LogicalIDs() []string {
+	return []string{CreateTaskFunction, ListTasksFunction, GetTaskFunction, UpdateTaskFunction, DeleteTaskFunction}
+}
+
+// Logger returns the JSON logger the functions write to, at LOG_LEVEL.
+func (f *Functions) Logger() *slog.Logger { return f.logger }
+
+// Pool returns the database pool the functions share.
+func (f *Functions) Pool() *pgxpool.Pool { return f.pool }
+
+// Close closes the pool and the store's connections. It is safe to call
+// more than once.
+func (f *Functions) Close() {
+	f.once.Do(func() {
+		for i := len(f.closers) - 1; i >= 0; i-- {
+			f.closers[i]()
+		}
+	})
+}

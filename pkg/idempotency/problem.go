@@ -1,0 +1,48 @@
+package idempotency
+
+import "github.com/ichido/ichido/internal/problem"
+
+// ProblemContentType is the media type of every refusal the HTTP shapes
+// answer with: an RFC 9457 problem object whose "code" member is one of the
+// Code constants.
+const ProblemContentType = problem.ContentType
+
+// The stable codes of the HTTP shapes' refusals, in the "code" member of the
+// problem+json body. Clients and tests branch on these; they never change
+// meaning.
+const (
+	// CodeKeyMissing: a protected request without the key header (400).
+	CodeKeyMissing = "idempotency_key_missing"
+	// CodeKeyInvalid: a key that is not of Config's key format (400).
+	CodeKeyInvalid = "idempotency_key_invalid"
+	// CodeUnauthenticated: no user could be taken from the request (401).
+	CodeUnauthenticated = "unauthenticated"
+	// CodeKeyInUse: the first request with this key still runs (409).
+	CodeKeyInUse = "idempotency_key_in_use"
+	// CodeKeyReused: the key was used with a different request (422).
+	CodeKeyReused = "idempotency_key_reused"
+	// CodeStoreUnavailable: the store could not be reached; the handler did
+	// not run (503, Retry-After).
+	CodeStoreUnavailable = "idempotency_store_unavailable"
+	// CodeValidation: the body could not be read as sent (a body marked
+	// base64 that is not base64) (400).
+	CodeValidation = "validation_failed"
+	// CodePayloadTooLarge: the body is over Config.MaxBodyBytes (413).
+	CodePayloadTooLarge = "payload_too_large"
+)
+
+var problemTitles = map[string]string{
+	CodeKeyMissing:       "Idempotency-Key header missing",
+	CodeKeyInvalid:       "Idempotency-Key header invalid",
+	CodeUnauthenticated:  "Unauthenticated",
+	CodeKeyInUse:         "Request with this Idempotency-Key in progress",
+	CodeKeyReused:        "Idempotency-Key reused with a different request",
+	CodeStoreUnavailable: "Idempotency store unavailable",
+	CodeValidation:       "Invalid request",
+	CodePayloadTooLarge:  "Payload too large",
+}
+
+// newProblem is the one place a refusal of the decorator gets its body.
+func newProblem(status int, code, detail string) problem.Details {
+	return problem.NewTitled(status, code, problemTitles[code], detail)
+}
