@@ -123,15 +123,24 @@ func (c *contract) schema(name string) *base.Schema {
 	return proxy.Schema()
 }
 
-// problemCodes returns the Code* constants of package problem, read from
-// its source so that a code added there is seen here without a list to
-// keep.
+// problemCodes returns the Code* constants of package problem (the task
+// API's) and package idempotency (the decorator's), read from their source
+// so that a code added there is seen here without a list to keep.
 func problemCodes(t *testing.T) map[string]string {
 	t.Helper()
-	dir := repoPath("internal/problem")
+	codes := map[string]string{}
+	for pkg, dir := range map[string]string{"problem": repoPath("internal/problem"), "idempotency": repoPath("pkg/idempotency")} {
+		readCodes(t, pkg, dir, codes)
+	}
+	require.Contains(t, codes, idempotency.CodeKeyReused, "the decorator's problem codes were read")
+	require.Contains(t, codes, problem.CodeNotFound, "the task API's problem codes were read")
+	return codes
+}
+
+func readCodes(t *testing.T, pkg, dir string, codes map[string]string) {
+	t.Helper()
 	entries, err := os.ReadDir(dir)
 	require.NoError(t, err)
-	codes := map[string]string{}
 	fset := token.NewFileSet()
 	for _, e := range entries {
 		if !strings.HasSuffix(e.Name(), ".go") || strings.HasSuffix(e.Name(), "_test.go") {
@@ -153,14 +162,12 @@ func problemCodes(t *testing.T) map[string]string {
 					if lit, ok := vs.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
 						v, err := strconv.Unquote(lit.Value)
 						require.NoError(t, err)
-						codes[v] = "problem." + name.Name
+						codes[v] = pkg + "." + name.Name
 					}
 				}
 			}
 		}
 	}
-	require.Contains(t, codes, idempotency.CodeKeyReused, "the problem codes were read from %s", dir)
-	return codes
 }
 
 // enumOf returns the string values of a schema's enum or const.

@@ -50,18 +50,11 @@ type FieldError struct {
 // TypeBase is the prefix of every problem type URI; the code follows it.
 const TypeBase = "https://ichido.dev/problems/"
 
-// New returns Details for one of this package's codes with its registered
-// type and title.
+// New returns Details for code with its registered type and title.
 func New(status int, code, detail string) Details {
-	return NewTitled(status, code, titles[code], detail)
-}
-
-// NewTitled returns Details for a code registered elsewhere (the
-// decorator's), with its title.
-func NewTitled(status int, code, title, detail string) Details {
 	return Details{
 		Type:   TypeBase + code,
-		Title:  title,
+		Title:  titles[code],
 		Status: status,
 		Detail: detail,
 		Code:   code,
@@ -77,7 +70,17 @@ func (d Details) JSON() []byte {
 	return b
 }
 
+// titles has the title of every code a client can get: the task API's
+// constants above and the decorator's, whose constants package idempotency
+// exports (it builds its refusals with New too).
 var titles = map[string]string{
+	"idempotency_key_missing":       "Idempotency-Key header missing",
+	"idempotency_key_invalid":       "Idempotency-Key header invalid",
+	"unauthenticated":               "Unauthenticated",
+	"idempotency_key_in_use":        "Request with this Idempotency-Key in progress",
+	"idempotency_key_reused":        "Idempotency-Key reused with a different request",
+	"idempotency_store_unavailable": "Idempotency store unavailable",
+	"payload_too_large":             "Payload too large",
 	CodeValidation:       "Invalid request",
 	CodeNotFound:         "Not found",
 	CodeMethodNotAllowed: "Method not allowed",

@@ -210,8 +210,17 @@ var shared struct {
 // stopped by Main. It fails t when no server can be had.
 func URL(t testing.TB) string {
 	t.Helper()
+	u, err := SharedURL()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// SharedURL is URL for code that has no testing.TB (a TestMain).
+func SharedURL() (string, error) {
 	if u := os.Getenv(EnvURL); u != "" {
-		return u
+		return u, nil
 	}
 	shared.mu.Lock()
 	defer shared.mu.Unlock()
@@ -219,9 +228,9 @@ func URL(t testing.TB) string {
 		shared.server, shared.err = Start(context.Background())
 	}
 	if shared.err != nil {
-		t.Fatal(shared.err)
+		return "", shared.err
 	}
-	return shared.server.URL()
+	return shared.server.URL(), nil
 }
 
 // NewClient returns a client on the shared server (see URL), closed when t

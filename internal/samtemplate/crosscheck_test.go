@@ -196,7 +196,7 @@ func TestRoutesHaveHandlers(t *testing.T) {
 	// The logical ids that taskfn declares (constants whose value ends in
 	// "Function") are functions of the template.
 	var declared []string
-	for _, c := range stringConsts(t, filepath.Join(root, "pkg", "taskfn")) {
+	for _, c := range stringConsts(t, filepath.Join(root, "internal", "taskfn")) {
 		if strings.HasSuffix(c, "Function") {
 			declared = append(declared, c)
 		}

@@ -3,6 +3,7 @@ package dbpool_test
 import (
 	"context"
 	"fmt"
+	"log"
 	"os"
 
 	"github.com/ichido/ichido/pkg/dbpool"
@@ -24,19 +25,27 @@ func ExampleConfigFromEnv() {
 	// Output: dbpool: PGSSLMODE: is "prefer" but DB_AUTH is "iam", which always verifies the server certificate and host name (verify-full); unset PGSSLMODE
 }
 
+// A function's main opens the pool once, at cold start, from its
+// environment: on Lambda DB_AUTH=iam with DB_HOST, DB_NAME, DB_USER and
+// AWS_REGION (RDS Proxy, IAM tokens, verify-full TLS); locally and in tests
+// DB_AUTH=url with DATABASE_URL, as here. New checks that the server answers
+// and is the writer before it returns.
 func ExampleNew() {
-	run := func(ctx context.Context) error {
-		cfg, err := dbpool.ConfigFromEnv(os.Getenv)
-		if err != nil {
-			return err
-		}
-		pool, err := dbpool.New(ctx, cfg)
-		if err != nil {
-			return err
-		}
-		defer pool.Close()
-		// ... build the store and the handlers on pool, then lambda.Start.
-		return nil
+	ctx := context.Background()
+	cfg, err := dbpool.ConfigFromEnv(os.Getenv)
+	if err != nil {
+		log.Fatal(err) // names the variable that is wrong
 	}
-	_ = run
+	pool, err := dbpool.New(ctx, cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	// ... build the store and the handlers on pool, then lambda.Start.
+	var one int
+	if err := pool.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(one)
+	// Output: 1
 }

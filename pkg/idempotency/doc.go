@@ -144,9 +144,9 @@
 // Config.FinishTimeout (5 seconds by default): one dropped connection no
 // longer leaves the record in progress until its lease ends.
 //
-// Every refusal is an application/problem+json body (package problem) with
-// type, title, status, detail and code; no internal error text reaches the
-// client.
+// Every refusal is an application/problem+json body (ProblemContentType)
+// with type, title, status, detail and code, the code one of the Code
+// constants; no internal error text reaches the client.
 //
 // When the store fails after the handler ran, the handler's response is
 // returned all the same and the failure is logged. A Complete that still
@@ -204,12 +204,41 @@
 // AtomicResult is AtomicCompletion for functions: the record is completed
 // in the function's own transaction.
 //
-// # Stores
+// # What to import
 //
-// The Store interface is the seam to a database; package
-// idempotency/pgstore implements it on PostgreSQL and idempotency/redisstore
-// on Redis (ElastiCache, Valkey). Every implementation
-// passes the conformance suite in idempotency/storetest, and the whole HTTP
-// behaviour above can be run against any Store with
-// idempotencytest.RunHTTPBehaviour.
+// This package is the whole user API: the shapes, Config, the user
+// extractors and the Request view they read (RequestFrom and RequestFromHTTP
+// build one, for a test of a UserIDFunc or Fingerprint), the sentinel errors
+// and the Code constants of the refusals. A program adds one store package,
+// idempotency/pgstore (PostgreSQL, Aurora) or idempotency/redisstore (Redis,
+// ElastiCache, Valkey); package dbpool builds the PostgreSQL pool a Lambda
+// function needs (RDS Proxy, IAM authentication). Nothing else of the module
+// is importable: the sample task API and the repository's tooling live under
+// internal/.
+//
+// # Writing a store
+//
+// A store is for the few who put records in a database of their own; the
+// user API above never needs these names. The Store interface is the seam:
+//
+//	Store           Claim, Complete and Release: the three atomic primitives,
+//	                each one round trip, whose contracts are on the interface
+//	Claim, ClaimResult    the input and output of Claim
+//	Completion      the input of Complete, with the StoredResponse to keep
+//	Ref             one record (UserID, Key) and the owner token that claims it
+//	Record, Status  a record as kept: in progress (leased) or completed
+//	StoredResponse  the response a replay returns, byte for byte
+//	ErrLeaseLost    what Complete and Release return when the token no
+//	                longer owns the record
+//	StoreError      how every other failure is wrapped (answered with 503)
+//
+// The rules every store keeps: a claim takes over a record whose lease or
+// TTL ran out, judged against the earlier of the caller's clock (Claim.Now)
+// and the server's; the same owner claiming its own in-progress record for
+// the same RequestHash succeeds (a lost reply); Complete and Release are
+// fenced by the owner token and change nothing they do not own. The
+// conformance suite in idempotency/storetest checks each rule against a real
+// server (storetest.Run), and idempotencytest.RunHTTPBehaviour and its
+// siblings run every shape's behaviour table on the store; pgstore and
+// redisstore pass both.
 package idempotency

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ichido/ichido/internal/apigw"
+	"github.com/ichido/ichido/internal/problem"
 )
 
 // Middleware returns net/http middleware that gives the handler it wraps
@@ -63,7 +64,7 @@ func Middleware(cfg Config) (func(http.Handler) http.Handler, error) {
 			// the body with 413, after the user and key checks, as Wrap does.
 			body, err := io.ReadAll(io.LimitReader(r.Body, int64(d.cfg.MaxBodyBytes)+1))
 			if err != nil {
-				writeResponse(w, apigw.Problem(newProblem(http.StatusBadRequest, CodeValidation, "The request body could not be read.")))
+				writeResponse(w, apigw.Problem(problem.New(http.StatusBadRequest, CodeValidation, "The request body could not be read.")))
 				return
 			}
 			buf := &responseBuffer{header: http.Header{}}

@@ -1,11 +1,9 @@
 package idempotency
 
-import "github.com/ichido/ichido/internal/problem"
-
 // ProblemContentType is the media type of every refusal the HTTP shapes
 // answer with: an RFC 9457 problem object whose "code" member is one of the
 // Code constants.
-const ProblemContentType = problem.ContentType
+const ProblemContentType = "application/problem+json"
 
 // The stable codes of the HTTP shapes' refusals, in the "code" member of the
 // problem+json body. Clients and tests branch on these; they never change
@@ -30,19 +28,3 @@ const (
 	// CodePayloadTooLarge: the body is over Config.MaxBodyBytes (413).
 	CodePayloadTooLarge = "payload_too_large"
 )
-
-var problemTitles = map[string]string{
-	CodeKeyMissing:       "Idempotency-Key header missing",
-	CodeKeyInvalid:       "Idempotency-Key header invalid",
-	CodeUnauthenticated:  "Unauthenticated",
-	CodeKeyInUse:         "Request with this Idempotency-Key in progress",
-	CodeKeyReused:        "Idempotency-Key reused with a different request",
-	CodeStoreUnavailable: "Idempotency store unavailable",
-	CodeValidation:       "Invalid request",
-	CodePayloadTooLarge:  "Payload too large",
-}
-
-// newProblem is the one place a refusal of the decorator gets its body.
-func newProblem(status int, code, detail string) problem.Details {
-	return problem.NewTitled(status, code, problemTitles[code], detail)
-}

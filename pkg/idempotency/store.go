@@ -7,7 +7,9 @@ import (
 
 // Store keeps idempotency records. It is the seam between the decorator and a
 // database: the decorator owns the flow (spec: claim, run, complete or
-// release) and a Store owns only the four atomic primitives below. Every
+// release) and a Store owns only the three atomic primitives below (Claim,
+// Complete, Release). The package documentation's "Writing a store" section
+// gathers everything a store author needs. Every
 // implementation must pass the conformance suite in package
 // idempotency/storetest.
 //

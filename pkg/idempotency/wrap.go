@@ -95,17 +95,17 @@ func (d *decorator) serve(ctx context.Context, view Request, run func(ctx contex
 	userID, detail, err := d.userID(ctx, view)
 	if userID == "" {
 		obs.err = err
-		return refuse(OutcomeRejected, newProblem(http.StatusUnauthorized, CodeUnauthenticated, detail))
+		return refuse(OutcomeRejected, problem.New(http.StatusUnauthorized, CodeUnauthenticated, detail))
 	}
 	obs.user = userID
 
 	key, err := parseKey(view.Header(HeaderName))
 	switch {
 	case errors.Is(err, errKeyMissing):
-		return refuse(OutcomeRejected, newProblem(http.StatusBadRequest, CodeKeyMissing,
+		return refuse(OutcomeRejected, problem.New(http.StatusBadRequest, CodeKeyMissing,
 			"Send an Idempotency-Key header holding a new UUID version 4 with every "+view.Method+" request."))
 	case err != nil:
-		return refuse(OutcomeRejected, newProblem(http.StatusBadRequest, CodeKeyInvalid,
+		return refuse(OutcomeRejected, problem.New(http.StatusBadRequest, CodeKeyInvalid,
 			"The Idempotency-Key header must hold exactly one UUID version 4, bare or as a quoted string."))
 	}
 	obs.key = key
@@ -115,7 +115,7 @@ func (d *decorator) serve(ctx context.Context, view Request, run func(ctx contex
 	}
 	hash, err := Fingerprint(view)
 	if err != nil {
-		return refuse(OutcomeRejected, newProblem(http.StatusBadRequest, CodeValidation,
+		return refuse(OutcomeRejected, problem.New(http.StatusBadRequest, CodeValidation,
 			"The request body is marked base64-encoded but is not valid base64."))
 	}
 
@@ -128,10 +128,10 @@ func (d *decorator) serve(ctx context.Context, view Request, run func(ctx contex
 		rec := res.Record
 		switch {
 		case rec.RequestHash != hash:
-			return refuse(OutcomeMismatch, newProblem(http.StatusUnprocessableEntity, CodeKeyReused,
+			return refuse(OutcomeMismatch, problem.New(http.StatusUnprocessableEntity, CodeKeyReused,
 				"This Idempotency-Key was already used for a different request (method, path, query or body). Use a new key for a new request."))
 		case rec.Status == StatusInProgress:
-			return refuse(OutcomeInProgress, newProblem(http.StatusConflict, CodeKeyInUse,
+			return refuse(OutcomeInProgress, problem.New(http.StatusConflict, CodeKeyInUse,
 				"A request with this Idempotency-Key is still being processed. Retry after the delay in Retry-After."))
 		case rec.Status == StatusCompleted && rec.Response != nil:
 			obs.outcome, obs.status = OutcomeReplayed, rec.Response.StatusCode
@@ -176,7 +176,7 @@ func (d *decorator) checkBodySize(view Request) (problem.Details, bool) {
 	if len(view.Body) <= d.cfg.MaxBodyBytes {
 		return problem.Details{}, true
 	}
-	return newProblem(http.StatusRequestEntityTooLarge, CodePayloadTooLarge,
+	return problem.New(http.StatusRequestEntityTooLarge, CodePayloadTooLarge,
 		fmt.Sprintf("The request body is larger than the %d bytes this endpoint accepts.", d.cfg.MaxBodyBytes)), false
 }
 
@@ -247,7 +247,7 @@ func (d *decorator) userID(ctx context.Context, view Request) (userID, detail st
 }
 
 func storeUnavailable() problem.Details {
-	return newProblem(http.StatusServiceUnavailable, CodeStoreUnavailable,
+	return problem.New(http.StatusServiceUnavailable, CodeStoreUnavailable,
 		"The request was not processed because the idempotency store is unavailable. Retry after the delay in Retry-After.")
 }
 

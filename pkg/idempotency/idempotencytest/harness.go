@@ -7,7 +7,7 @@
 //
 //	func TestHTTPBehaviour(t *testing.T) {
 //		idempotencytest.RunHTTPBehaviour(t, func(t *testing.T) idempotency.Store {
-//			return pgstore.New(pgtest.New(t).Pool, nil)
+//			return pgstore.New(testPool(t), nil) // a pool on a schema of the test's own
 //		})
 //	}
 //

@@ -21,7 +21,9 @@ import (
 // module of its own in a folder outside the repository, and runs it on a
 // database of its own in the test cluster (not the cron database): one
 // pgstore.Migrate call creates the key store in the program's schema, and
-// its wrapped handler answers a request, then replays it.
+// its wrapped handler, with a UserIDFunc of the program's own, answers a
+// request, then replays it. The program imports only pkg/idempotency and
+// pgstore of this module, and the test checks that too.
 func TestProgramOutsideTheRepository(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -66,6 +68,19 @@ func TestProgramOutsideTheRepository(t *testing.T) {
 	require.NoError(t, err)
 	u.Path = "/" + name
 
+	imports := exec.CommandContext(ctx, "go", "list", "-mod=mod", "-f", `{{join .Imports "\n"}}`, ".")
+	imports.Dir = dir
+	imports.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=")
+	direct, err := imports.CombinedOutput()
+	require.NoError(t, err, "%s", direct)
+	var ours []string
+	for _, imp := range strings.Fields(string(direct)) {
+		if strings.HasPrefix(imp, "github.com/ichido/ichido/") {
+			ours = append(ours, imp)
+		}
+	}
+	require.Equal(t, []string{"github.com/ichido/ichido/pkg/idempotency", "github.com/ichido/ichido/pkg/idempotency/pgstore"}, ours)
+
 	build := exec.CommandContext(ctx, "go", "build", "-mod=mod", "-o", filepath.Join(dir, "orders"), ".")
 	build.Dir = dir
 	build.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=")
@@ -87,6 +102,7 @@ func TestProgramOutsideTheRepository(t *testing.T) {
 	require.Equal(t, `key store in schema orders_idempotency, 5 migrations applied
 201 {"order":"1"} replayed=""
 201 {"order":"1"} replayed="true"
+401 application/problem+json unauthenticated=true
 `, strings.Join(own, ""))
 
 	var jobDB string

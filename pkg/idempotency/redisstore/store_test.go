@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -20,7 +21,17 @@ import (
 	"github.com/ichido/ichido/pkg/idempotency/storetest"
 )
 
-func TestMain(m *testing.M) { redistest.Main(m) }
+// TestMain gives the Examples the REDIS_URL a user's program would read (the
+// shared test server), then runs the tests and stops the server.
+func TestMain(m *testing.M) {
+	u, err := redistest.SharedURL()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Setenv(redisstore.EnvURL, u)
+	redistest.Main(m)
+}
 
 // newBrokenStore returns a store whose client points at a port nothing
 // listens on.

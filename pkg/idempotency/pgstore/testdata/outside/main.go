@@ -1,11 +1,15 @@
 // A program of its own, outside the ichido repository, that keeps its
 // idempotency keys in its own database and schema: one call creates the key
-// store (pgstore.Migrate), and idempotency.Wrap protects its handler.
+// store (pgstore.Migrate), and idempotency.Wrap protects its handler with a
+// user taken by a UserIDFunc of its own. It imports nothing of ichido but
+// pkg/idempotency and one store package.
 // TestProgramOutsideTheRepository builds and runs it.
 package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"log"
 	"os"
@@ -19,6 +23,16 @@ import (
 
 func createOrder(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 	return events.APIGatewayV2HTTPResponse{StatusCode: 201, Body: `{"order":"1"}`}, nil
+}
+
+// orderUser is the program's own UserIDFunc: its authorizer puts the user
+// in a custom claim rather than "sub".
+func orderUser(_ context.Context, req idempotency.Request) (string, error) {
+	id := req.Claims["custom:account_id"]
+	if id == "" {
+		return "", errors.New("no account id claim")
+	}
+	return id, nil
 }
 
 func main() {
@@ -38,7 +52,7 @@ func main() {
 	fmt.Printf("key store in schema %s, %d migrations applied\n", res.Schema, len(res.Applied))
 
 	store := pgstore.New(pool, &pgstore.Options{Schema: res.Schema})
-	handler, err := idempotency.Wrap(createOrder, idempotency.Config{Store: store})
+	handler, err := idempotency.Wrap(createOrder, idempotency.Config{Store: store, UserID: orderUser})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -50,7 +64,7 @@ func main() {
 			HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: "POST", Path: "/orders"},
 			Authorizer: &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
 				JWT: &events.APIGatewayV2HTTPRequestContextAuthorizerJWTDescription{
-					Claims: map[string]string{"sub": "0d9f6b8e-3c1a-4f5e-8b7d-2a6c9e1f4b3d"},
+					Claims: map[string]string{"custom:account_id": "0d9f6b8e-3c1a-4f5e-8b7d-2a6c9e1f4b3d"},
 				},
 			},
 		},
@@ -62,4 +76,19 @@ func main() {
 		}
 		fmt.Printf("%d %s replayed=%q\n", resp.StatusCode, resp.Body, resp.Headers[idempotency.ReplayedHeader])
 	}
+
+	// Without the claim the request is refused with the decorator's code,
+	// read through the library's own constants.
+	req.RequestContext.Authorizer.JWT.Claims = map[string]string{"sub": "someone"}
+	resp, err := handler(ctx, req)
+	if err != nil {
+		log.Fatal(err)
+	}
+	var answer struct {
+		Code string `json:"code"`
+	}
+	if err := json.Unmarshal([]byte(resp.Body), &answer); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%d %s unauthenticated=%t\n", resp.StatusCode, resp.Headers["Content-Type"], answer.Code == idempotency.CodeUnauthenticated)
 }

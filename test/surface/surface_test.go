@@ -1,0 +1,121 @@
+// Package surface checks the rule of ADR 0087 on the module as a user sees
+// it: only the library is importable, its API is one import, and every
+// entry point a user starts from has an Example that runs as a test.
+package surface
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+const module = "github.com/ichido/ichido"
+
+func root(t *testing.T) string {
+	t.Helper()
+	dir, err := filepath.Abs(filepath.Join("..", ".."))
+	require.NoError(t, err)
+	require.FileExists(t, filepath.Join(dir, "go.mod"))
+	return dir
+}
+
+func goList(t *testing.T, args ...string) []string {
+	t.Helper()
+	cmd := exec.Command("go", append([]string{"list"}, args...)...)
+	cmd.Dir = root(t)
+	out, err := cmd.Output()
+	require.NoError(t, err, "go list %v", args)
+	return strings.Fields(string(out))
+}
+
+// The packages another module can import are the library's alone.
+func TestOnlyTheLibraryIsImportable(t *testing.T) {
+	t.Parallel()
+	library := regexp.MustCompile(`^` + regexp.QuoteMeta(module) + `/pkg/(idempotency(/[a-z0-9]+)*|dbpool)$`)
+	var importable []string
+	for _, p := range goList(t, "./...") {
+		rel := strings.TrimPrefix(p, module)
+		if strings.Contains(rel+"/", "/internal/") || strings.HasPrefix(rel, "/functions/") ||
+			strings.HasPrefix(rel, "/cmd/") || strings.HasPrefix(rel, "/test/") || rel == "/migrations" {
+			continue // internal, or a main, a test-only package or the app's SQL
+		}
+		importable = append(importable, p)
+	}
+	require.NotEmpty(t, importable)
+	for _, p := range importable {
+		require.Regexp(t, library, p, "%s can be imported by another module but is not the library: move it under internal/", p)
+	}
+	for _, p := range goList(t, "./pkg/...") {
+		require.Regexp(t, library, p)
+	}
+}
+
+var internalName = regexp.MustCompile(`\b(apigw|problem|pgtest|redistest|tasks|taskfn|localapi|lambdarie|samtemplate|capture|migrate)\.[A-Z]`)
+
+// No public signature names a type of an internal package: a user could not
+// write the value it asks for.
+func TestPublicSignaturesNeedNoInternalPackage(t *testing.T) {
+	t.Parallel()
+	for _, p := range goList(t, "./pkg/...") {
+		cmd := exec.Command("go", "doc", "-all", "-short", p)
+		cmd.Dir = root(t)
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		for _, line := range strings.Split(string(out), "\n") {
+			require.NotRegexp(t, internalName, line, "go doc %s shows a name of an internal package", p)
+		}
+	}
+}
+
+// Every entry point a user starts from has an Example attached to it that
+// runs (has an Output comment), so go doc and pkg.go.dev show it working.
+func TestEntryPointsHaveRunnableExamples(t *testing.T) {
+	t.Parallel()
+	want := map[string][]string{
+		"pkg/idempotency":            {"ExampleWrap", "ExampleMiddleware", "ExampleFunction", "ExampleSQSHandler"},
+		"pkg/idempotency/pgstore":    {"ExampleNew", "ExampleMigrate"},
+		"pkg/idempotency/redisstore": {"ExampleNew"},
+		"pkg/dbpool":                 {"ExampleNew"},
+	}
+	for dir, names := range want {
+		runnable := runnableExamples(t, filepath.Join(root(t), dir))
+		for _, name := range names {
+			require.True(t, runnable[name], "%s has no runnable %s", dir, name)
+		}
+	}
+}
+
+func runnableExamples(t *testing.T, dir string) map[string]bool {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	fset := token.NewFileSet()
+	out := map[string]bool{}
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, filepath.Join(dir, e.Name()), nil, parser.ParseComments)
+		require.NoError(t, err)
+		for _, decl := range f.Decls {
+			fn, ok := decl.(*ast.FuncDecl)
+			if !ok || !strings.HasPrefix(fn.Name.Name, "Example") || fn.Body == nil {
+				continue
+			}
+			for _, cg := range f.Comments {
+				if cg.Pos() > fn.Body.Lbrace && cg.End() < fn.Body.Rbrace && strings.HasPrefix(strings.TrimSpace(cg.Text()), "Output:") {
+					out[fn.Name.Name] = true
+				}
+			}
+		}
+	}
+	return out
+}
