@@ -16,8 +16,8 @@ var ErrLeaseLost = errors.New("idempotency: lease lost: the record is no longer 
 // when it is transient and with 500 idempotency_store_misconfigured (no
 // Retry-After) when it is Permanent, and never show its text to a client.
 type StoreError struct {
-	// Op is the Store method that failed: "claim", "complete" or "release"
-	// ("check" for CheckStore).
+	// Op is the Store method that failed: "claim", "complete", "release"
+	// or "renew" ("check" for CheckStore).
 	Op string
 	// Err is the underlying driver error.
 	Err error
