@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the tests and local runs need on Debian or Ubuntu: the
-# PostgreSQL 15 server with pg_cron, Redis, and pgbouncer (the local stand-in
-# for RDS Proxy), and AWS's template tools (cfn-lint and the SAM translator,
-# from pip). As root it uses apt; otherwise it names what to install.
+# PostgreSQL 15 server with pg_cron, Redis, pgbouncer (the local stand-in
+# for RDS Proxy), spin (make verify's model checker), and AWS's template
+# tools (cfn-lint and the SAM translator, from pip). As root it uses apt;
+# otherwise it names what to install.
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -55,6 +56,9 @@ need=()
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ] || need+=(pgbouncer)
 command -v psql >/dev/null 2>&1 || need+=(postgresql-client-15)
+# spin model-checks the protocol (make verify); its verifiers are C programs.
+command -v spin >/dev/null 2>&1 || need+=(spin)
+command -v cc >/dev/null 2>&1 || need+=(gcc)
 
 [ ${#need[@]} -eq 0 ] && exit 0
 
