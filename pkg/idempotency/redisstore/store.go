@@ -12,7 +12,7 @@
 // Scope keeps all its records under the function's user. Every command and
 // script touches one key. Records written under the earlier key name
 // "<prefix>{<user_id>}:<key>", whose hash tag held the user alone, are not
-// read; see docs/adr/0089-redis-hash-tag-per-record.md.
+// read; see docs/adr/0090-redis-hash-tag-per-record.md.
 //
 // # Operations
 //
