@@ -37,6 +37,12 @@ const (
 	// refused with 503; on complete or release the handler's response was
 	// returned and the record is left to its lease.
 	OutcomeStoreError Outcome = "store_error"
+	// OutcomeNotKept: the handler ran and completed, but its response could
+	// not be kept (too large for the store, or a function result that does
+	// not encode): the record is completed with the not-kept marker, and
+	// retries get 422 idempotency_response_not_kept (ErrResultNotKept for a
+	// function) instead of a second run.
+	OutcomeNotKept Outcome = "not_kept"
 	// OutcomeRejected: refused before the store was consulted (400 or 401).
 	OutcomeRejected Outcome = "rejected"
 	// OutcomeTooLarge: refused with 413 because the body is larger than
@@ -60,6 +66,10 @@ const metricCacheHit = "cache_hit"
 // (Config.WaitForResult), whatever the wait gave.
 const metricWaited = "waited"
 
+// metricStorePermanent counts the requests in which the store failed for
+// good (StoreError.Permanent): a deployment to fix, not a blip.
+const metricStorePermanent = "store_permanent"
+
 // observation gathers what one protected request did; emit writes it as
 // one log line and one EMF line.
 type observation struct {
@@ -78,6 +88,7 @@ type observation struct {
 	storeMS   []storeCall
 	handlerMS float64
 	err       error // internal; logged, never sent to a client
+	permanent bool  // a store call failed for good (StoreError.Permanent)
 
 	hash      string // the request's fingerprint, kept with a cached record
 	cached    bool   // answered from the local cache, no store call
@@ -123,14 +134,14 @@ func (o *observation) retried() bool {
 func (o *observation) emit(ctx context.Context, logger *slog.Logger, metrics *metricsWriter) {
 	level := slog.LevelInfo
 	switch o.outcome {
-	case OutcomeLeaseLost:
+	case OutcomeLeaseLost, OutcomeNotKept:
 		level = slog.LevelWarn
 	case OutcomeStoreError:
 		level = slog.LevelError
 	}
 	if logger.Enabled(ctx, level) {
-		// At most 15 attributes: built on the stack, not grown on the heap.
-		var buf [15]slog.Attr
+		// At most 16 attributes: built on the stack, not grown on the heap.
+		var buf [16]slog.Attr
 		attrs := append(buf[:0], slog.String("outcome", string(o.outcome)))
 		if o.function != "" {
 			attrs = append(attrs, slog.String("function", o.function))
@@ -176,10 +187,13 @@ func (o *observation) emit(ctx context.Context, logger *slog.Logger, metrics *me
 		if o.err != nil {
 			attrs = append(attrs, slog.String("error", o.err.Error()))
 		}
+		if o.permanent {
+			attrs = append(attrs, slog.Bool("permanent", true))
+		}
 		logger.LogAttrs(ctx, level, "idempotency", attrs...)
 	}
 
-	var names [5]string
+	var names [6]string
 	counts := append(names[:0], string(o.outcome))
 	if o.claimed {
 		counts = append(counts, metricClaimed)
@@ -192,6 +206,9 @@ func (o *observation) emit(ctx context.Context, logger *slog.Logger, metrics *me
 	}
 	if o.retried() {
 		counts = append(counts, metricStoreRetried)
+	}
+	if o.permanent {
+		counts = append(counts, metricStorePermanent)
 	}
 	metrics.write(o.start, counts)
 }
