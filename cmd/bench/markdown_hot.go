@@ -87,6 +87,27 @@ func (b *bench) hotPathMarkdown(w *strings.Builder) {
 		}
 		p("\n")
 	}
+	if br := r.Beyond; br != nil {
+		p("## 1e. Past the round-trip floor: local cache, waiting duplicates\n\n")
+		p("A replay answered from the local cache (`Config.LocalCache`: a completed record kept in the execution environment) makes no round trip, against the floor and the store's replay, one client, exec mode (ADR 0088). The calls carry a deadline, as a Lambda invocation does, so no heartbeat runs.\n\n")
+		p("**PostgreSQL**\n\n%s\n", sideTable(br.Postgres, 0, false))
+		if len(br.Redis) > 0 {
+			p("**Redis** (with the first request, whose client-side cost item 5 of the work is about)\n\n%s\n", sideTable(br.Redis, 0, false))
+		}
+		p("Memory: %d completed records of the bench's task answer (a %d-byte body and its Content-Type) held %.0f bytes of heap each in the cache, which counts %.0f bytes each against `LocalCache.MaxBytes` (default 8 MiB: about %d such records; `MaxEntries` defaults to 1024).\n\n",
+			br.CacheRecords, len(benchTaskBody), br.CacheBytesPerRecord, br.CacheCountedPerRecord, int(float64(8<<20)/br.CacheCountedPerRecord))
+		if len(br.Waits) > 0 {
+			p("A waiting duplicate (`Config.WaitForResult`) polls the store with one claim a poll, 20 ms growing by half to 500 ms between them. The extra store load it causes, on PostgreSQL, for a first request that runs for:\n\n| first request runs | claims by the duplicate (first + polls) | waited (ms) | claims per second | answer |\n|---|---|---|---|---|\n")
+			for _, w := range br.Waits {
+				answer := "replay of the first request"
+				if !w.Replayed {
+					answer = "not the replay"
+				}
+				p("| %.0f ms | %d | %.0f | %.1f | %s |\n", w.HandlerMs, w.Claims, w.WaitedMs, w.ClaimsPerSec, answer)
+			}
+			p("\nEach poll is a replay's claim (one round trip, no write): the load is that of a client retrying on its own, bounded at 2 claims a second once the pause reaches 500 ms.\n\n")
+		}
+	}
 }
 
 func yesNo(b bool) string {
