@@ -128,7 +128,12 @@ func build(ctx context.Context, getenv func(string) string, out io.Writer) (*Fun
 		store = pgstore.New(pool, nil)
 	}
 
-	api := tasks.NewAPI(tasks.NewService(pool), &tasks.Options{Logger: logger})
+	opts := &tasks.Options{Logger: logger}
+	if pg, ok := store.(*pgstore.Store); ok {
+		// The create completes its key in the batch that inserts the task.
+		opts.Keys = pg
+	}
+	api := tasks.NewAPI(tasks.NewService(pool), opts)
 	f.store, f.api, f.ttl, f.metrics = store, api, cfg.ttl, out
 	protect := func(h Handler) (Handler, error) {
 		return idempotency.Wrap(h, idempotency.Config{
