@@ -63,7 +63,8 @@ const sqlNote = `These are the key store's migrations, in order. Apply them with
 after setting search_path to the schema you pass as pgstore.Options.Schema (each creates
 its objects in the current schema); never edit one that is applied: later versions add
 files with the next numbers. The "-- +goose" lines are comments to every tool but goose.
-The files do not schedule the purge of expired keys: call, hourly,
+The files do not schedule the purge of expired keys: call, hourly (with <schema> written as
+an SQL identifier, in double quotes when it is not all lower case or is a keyword),
   CALL <schema>.purge_expired_idempotency_keys();
 from a scheduler of your own, or schedule it with pg_cron in the database named by
 cron.database_name:
