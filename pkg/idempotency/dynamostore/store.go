@@ -380,10 +380,11 @@ func (s *Store) inProgressItem(c idempotency.Claim) map[string]types.AttributeVa
 // ttlOf is the TTL attribute of a record that is live until end by the
 // caller's clock, whose now is callerNow: end in Unix seconds, rounded up,
 // and moved later by as much as the caller's clock runs behind the
-// process's, so that DynamoDB (on its own clock) does not delete a record
-// of a caller whose clock runs behind while it is live.
+// process's (by more than a second), so that DynamoDB, on its own clock,
+// does not delete a record of a caller whose clock runs behind while it
+// is live.
 func ttlOf(callerNow, end time.Time) int64 {
-	if behind := time.Since(callerNow); behind > 0 {
+	if behind := time.Since(callerNow); behind > time.Second {
 		end = end.Add(behind)
 	}
 	return epochSeconds(end)
