@@ -78,8 +78,15 @@ func (e *engine) claim(ctx context.Context, obs *observation, userID, key, hash 
 		return err
 	})
 	if err != nil {
+		if IsPermanent(err) {
+			// The store refused the claim for good (a missing grant, a
+			// missing table): nothing was written, and neither a second
+			// claim nor a release could succeed.
+			obs.err, obs.permanent = err, true
+			return ref, ClaimResult{}, storeFailure("claim", err)
+		}
 		if res, err = e.recoverClaim(ctx, c, err, obs); err != nil {
-			obs.err = err
+			obs.err, obs.permanent = err, IsPermanent(err)
 			return ref, ClaimResult{}, storeFailure("claim", err)
 		}
 	}
@@ -188,19 +195,40 @@ func (e *engine) execute(ctx context.Context, state *runState, obs *observation,
 	return nil
 }
 
+// errResponseNotKept is logged when a run's response is replaced by the
+// not-kept marker.
+var errResponseNotKept = errors.New("the response could not be kept; the record is completed with the not-kept marker")
+
 // complete stores the response. On ErrLeaseLost nothing is stored (another
 // invocation owns the key now). A failing store is retried within the
 // finish timeout (finish); when it keeps failing, the record is left in
 // progress until its lease runs out rather than released, since the work
 // is done and a release would invite an immediate second run.
+//
+// A response the store cannot keep (ErrTooLarge) is replaced by the
+// not-kept marker (StoredResponse.NotKept), so that the key stays completed
+// and the work never runs again; the outcome is then OutcomeNotKept.
 func (e *engine) complete(ctx context.Context, ref Ref, resp StoredResponse, obs *observation) {
-	err := e.finish(ctx, "complete", obs, func(ctx context.Context) error {
-		now := e.clock()
-		return e.store.Complete(ctx, Completion{Ref: ref, Response: resp, Now: now, ExpiresAt: now.Add(e.ttl)})
-	})
-	obs.outcome = finishOutcome(err, OutcomeCompleted)
+	store := func(resp StoredResponse) error {
+		return e.finish(ctx, "complete", obs, func(ctx context.Context) error {
+			now := e.clock()
+			return e.store.Complete(ctx, Completion{Ref: ref, Response: resp, Now: now, ExpiresAt: now.Add(e.ttl)})
+		})
+	}
+	err := store(resp)
+	if errors.Is(err, ErrTooLarge) && !resp.NotKept {
+		obs.err = errors.Join(obs.err, fmt.Errorf("%w: %w", errResponseNotKept, err))
+		resp = notKept(resp.StatusCode)
+		err = store(resp)
+	}
+	ok := OutcomeCompleted
+	if resp.NotKept {
+		ok = OutcomeNotKept
+	}
+	obs.outcome = finishOutcome(err, ok)
 	if err != nil {
 		obs.err = errors.Join(obs.err, err)
+		obs.permanent = obs.permanent || IsPermanent(err)
 	}
 }
 
@@ -211,11 +239,12 @@ func (e *engine) release(ctx context.Context, ref Ref, obs *observation) {
 	obs.outcome = finishOutcome(err, OutcomeReleased)
 	if err != nil {
 		obs.err = errors.Join(obs.err, err)
+		obs.permanent = obs.permanent || IsPermanent(err)
 	}
 }
 
 // finish makes a Complete or Release call until it succeeds, returns
-// ErrLeaseLost, or the finish timeout has passed, pausing longer after each
+// ErrLeaseLost or a permanent StoreError, or the finish timeout has passed, pausing longer after each
 // failure. It runs detached from the invocation's cancellation: the work is
 // done and must be recorded even if the caller went away. A call whose
 // reply was lost after it committed is answered ErrLeaseLost when repeated
@@ -229,7 +258,7 @@ func (e *engine) finish(ctx context.Context, op string, obs *observation, call f
 		if errors.Is(err, ErrLeaseLost) && attempt > 1 {
 			return fmt.Errorf("%w (after a failed attempt, which may have committed)", err)
 		}
-		if err == nil || errors.Is(err, ErrLeaseLost) {
+		if err == nil || errors.Is(err, ErrLeaseLost) || IsPermanent(err) {
 			return err
 		}
 		deadline, _ := ctx.Deadline()

@@ -118,6 +118,10 @@
 //	no authenticated user               401 unauthenticated
 //	store unreachable or failing        503 idempotency_store_unavailable, Retry-After: 1;
 //	                                    the handler does not run
+//	store refusing for good             500 idempotency_store_misconfigured, no Retry-After;
+//	(a missing grant, table, password)  the handler does not run
+//	retry of a response too large to    422 idempotency_response_not_kept; the handler
+//	keep (see below)                    does not run again
 //
 // A replay carries only the stored content headers: other headers are not
 // repeated unless listed in Config.ReplayHeaders. Cookies follow the same
@@ -147,6 +151,35 @@
 // Every refusal is an application/problem+json body (ProblemContentType)
 // with type, title, status, detail and code, the code one of the Code
 // constants; no internal error text reaches the client.
+//
+// # Permanent store errors
+//
+// A store tells a failure that no retry can cure (StoreError.Permanent:
+// missing privileges, a missing table, function or schema, refused
+// credentials, a value under its keys that is not a record) from a
+// transient one (the network, a timeout, a failover). A permanent claim
+// failure is not retried or recovered from: the request is refused at once
+// with 500 idempotency_store_misconfigured and no Retry-After, since a
+// client's retry cannot succeed until the deployment is fixed, and the log
+// line carries "permanent": true (metric "store_permanent"). Like every
+// store failure it fails closed: the handler does not run. A Complete or
+// Release that fails permanently is not retried either. CheckStore runs the
+// store's three calls on a probe record at start-up, so that such a
+// misconfiguration shows before the first request.
+//
+// # When a result cannot be kept
+//
+// Every store has a largest record (pgstore: a JSONB value, 255 MiB by
+// default; redisstore: a Redis string, 511 MiB by default; both
+// configurable by Options.MaxRecordBytes). A response larger than that
+// is returned to the first client as the handler made it, but it cannot be
+// stored for replay: the store refuses it before sending it (ErrTooLarge),
+// and the record is completed with a marker instead, so that the key stays
+// completed and the handler never runs again for it. A retry gets 422
+// idempotency_response_not_kept; the log line of the first request has
+// outcome "not_kept". A Function whose result does not encode as JSON (a
+// NaN) is treated the same way: the caller gets the result, a repeat fails
+// with ErrResultNotKept, and SQSHandler skips such a record as done.
 //
 // When the store fails after the handler ran, the handler's response is
 // returned all the same and the failure is logged. A Complete that still
@@ -221,22 +254,31 @@
 // A store is for the few who put records in a database of their own; the
 // user API above never needs these names. The Store interface is the seam:
 //
-//	Store           Claim, Complete and Release: the three atomic primitives,
-//	                each one round trip, whose contracts are on the interface
+//	Store           Claim, Complete, Release and Renew: the four atomic
+//	                primitives, each one round trip, whose contracts are on
+//	                the interface
 //	Claim, ClaimResult    the input and output of Claim
 //	Completion      the input of Complete, with the StoredResponse to keep
+//	Renewal         the input of Renew: a lease renewed while a run lasts
 //	Ref             one record (UserID, Key) and the owner token that claims it
 //	Record, Status  a record as kept: in progress (leased) or completed
-//	StoredResponse  the response a replay returns, byte for byte
-//	ErrLeaseLost    what Complete and Release return when the token no
-//	                longer owns the record
-//	StoreError      how every other failure is wrapped (answered with 503)
+//	StoredResponse  the response a replay returns, byte for byte, or the
+//	                not-kept marker (NotKept) of a response too large to keep
+//	ErrLeaseLost    what Complete, Release and Renew return when the token
+//	                no longer owns the record
+//	StoreError      how every other failure is wrapped: Permanent set for
+//	                what no retry cures (answered 500), else transient (503)
+//	ErrTooLarge     wrapped by the permanent StoreError of a Complete whose
+//	                response exceeds the store's largest record
+//	Checker         an optional Check of the store's own, run by CheckStore
 //
 // The rules every store keeps: a claim takes over a record whose lease or
 // TTL ran out, judged against the earlier of the caller's clock (Claim.Now)
 // and the server's; the same owner claiming its own in-progress record for
 // the same RequestHash succeeds (a lost reply); Complete and Release are
-// fenced by the owner token and change nothing they do not own. The
+// fenced by the owner token and change nothing they do not own; each store
+// knows its largest record and refuses a larger response before sending it;
+// its one error translation marks the permanent failures. The
 // conformance suite in idempotency/storetest checks each rule against a real
 // server (storetest.Run), and idempotencytest.RunHTTPBehaviour and its
 // siblings run every shape's behaviour table on the store; pgstore and

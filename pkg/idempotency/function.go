@@ -160,12 +160,17 @@ func (c FunctionConfig[In]) validate() error {
 //   - a repeat while the first call still runs fails with ErrInProgress, and
 //     fn does not run twice;
 //   - when the store cannot be reached the call fails with a *StoreError
-//     and fn does not run (fail closed), so that the trigger retries.
+//     and fn does not run (fail closed), so that the trigger retries; a
+//     store that refuses the call for good (StoreError.Permanent: a missing
+//     grant or table) is not retried, and fails the call the same way.
 //
-// Out must encode as JSON (encoding/json); a result that does not is
-// returned as an error and its record released. A repeat gets the result
-// as json.Unmarshal decodes it into Out: unexported fields and what JSON
-// cannot carry are not repeated.
+// Out should encode as JSON (encoding/json). A result that does not (a NaN,
+// a channel) or that is larger than the store's largest record is returned
+// to this caller all the same, but cannot be kept: the key is completed
+// with a marker, and every repeat fails with ErrResultNotKept without
+// running fn (fn's work is done; running it again would do it twice). A
+// repeat of a kept result gets it as json.Unmarshal decodes it into Out:
+// unexported fields and what JSON cannot carry are not repeated.
 //
 // Inside fn, DoNotStore makes this call's result not count (the record is
 // released), and AtomicResult lets fn complete the record in its own
@@ -218,6 +223,9 @@ func (f *function[In, Out]) call(ctx context.Context, in In) (out Out, err error
 		case rec.Status == StatusInProgress:
 			obs.outcome = OutcomeInProgress
 			return out, fmt.Errorf("%w: key %q", ErrInProgress, key)
+		case rec.Status == StatusCompleted && rec.Response != nil && rec.Response.NotKept:
+			obs.outcome, obs.reason = OutcomeReplayed, CodeResponseNotKept
+			return out, fmt.Errorf("%w: key %q", ErrResultNotKept, key)
 		case rec.Status == StatusCompleted && rec.Response != nil:
 			obs.outcome = OutcomeReplayed
 			if err := json.Unmarshal([]byte(rec.Response.Body), &out); err != nil {
@@ -241,7 +249,11 @@ func (f *function[In, Out]) call(ctx context.Context, in In) (out Out, err error
 		}
 		resp, err := resultResponse(out)
 		if err != nil {
-			return StoredResponse{}, false, fmt.Errorf("idempotency: the result of %s cannot be stored: %w", f.cfg.Name, err)
+			// fn did its work: the key is completed with the not-kept
+			// marker, so that a repeat fails with ErrResultNotKept
+			// instead of running fn again.
+			obs.err = fmt.Errorf("the result of %s does not encode as JSON: %w", f.cfg.Name, err)
+			return notKept(http.StatusOK), true, nil
 		}
 		return resp, true, nil
 	})

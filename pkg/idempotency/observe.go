@@ -37,6 +37,12 @@ const (
 	// refused with 503; on complete or release the handler's response was
 	// returned and the record is left to its lease.
 	OutcomeStoreError Outcome = "store_error"
+	// OutcomeNotKept: the handler ran and completed, but its response could
+	// not be kept (too large for the store, or a function result that does
+	// not encode): the record is completed with the not-kept marker, and
+	// retries get 422 idempotency_response_not_kept (ErrResultNotKept for a
+	// function) instead of a second run.
+	OutcomeNotKept Outcome = "not_kept"
 	// OutcomeRejected: refused before the store was consulted (400 or 401).
 	OutcomeRejected Outcome = "rejected"
 	// OutcomeTooLarge: refused with 413 because the body is larger than
@@ -51,6 +57,10 @@ const metricClaimed = "claimed"
 // tried again (a claim whose reply may have been lost, a completion or
 // release that failed), whatever the retry gave.
 const metricStoreRetried = "store_retried"
+
+// metricStorePermanent counts the requests in which the store failed for
+// good (StoreError.Permanent): a deployment to fix, not a blip.
+const metricStorePermanent = "store_permanent"
 
 // observation gathers what one protected request did; emit writes it as
 // one log line and one EMF line.
@@ -70,11 +80,12 @@ type observation struct {
 	storeMS   []storeCall
 	handlerMS float64
 	err       error // internal; logged, never sent to a client
+	permanent bool  // a store call failed for good (StoreError.Permanent)
 }
 
 // storeCall is the latency of one Store call; a repeated call adds up.
 type storeCall struct {
-	op    string // "claim", "complete" or "release"
+	op    string // "claim", "complete", "release" or "renew"
 	ms    float64
 	calls int
 }
@@ -108,14 +119,14 @@ func (o *observation) retried() bool {
 func (o *observation) emit(ctx context.Context, logger *slog.Logger, metrics *metricsWriter) {
 	level := slog.LevelInfo
 	switch o.outcome {
-	case OutcomeLeaseLost:
+	case OutcomeLeaseLost, OutcomeNotKept:
 		level = slog.LevelWarn
 	case OutcomeStoreError:
 		level = slog.LevelError
 	}
 	if logger.Enabled(ctx, level) {
-		// At most 13 attributes: built on the stack, not grown on the heap.
-		var buf [13]slog.Attr
+		// At most 14 attributes: built on the stack, not grown on the heap.
+		var buf [14]slog.Attr
 		attrs := append(buf[:0], slog.String("outcome", string(o.outcome)))
 		if o.function != "" {
 			attrs = append(attrs, slog.String("function", o.function))
@@ -155,10 +166,13 @@ func (o *observation) emit(ctx context.Context, logger *slog.Logger, metrics *me
 		if o.err != nil {
 			attrs = append(attrs, slog.String("error", o.err.Error()))
 		}
+		if o.permanent {
+			attrs = append(attrs, slog.Bool("permanent", true))
+		}
 		logger.LogAttrs(ctx, level, "idempotency", attrs...)
 	}
 
-	var names [3]string
+	var names [4]string
 	counts := append(names[:0], string(o.outcome))
 	if o.claimed {
 		counts = append(counts, metricClaimed)
@@ -166,11 +180,14 @@ func (o *observation) emit(ctx context.Context, logger *slog.Logger, metrics *me
 	if o.retried() {
 		counts = append(counts, metricStoreRetried)
 	}
+	if o.permanent {
+		counts = append(counts, metricStorePermanent)
+	}
 	metrics.write(o.start, counts)
 }
 
 // storeKeys are the log keys of a Store operation's latency and call count;
-// constants for the three operations there are, so that no line builds them.
+// constants for the operations there are, so that no line builds them.
 func storeKeys(op string) (ms, calls string) {
 	switch op {
 	case "claim":
@@ -179,6 +196,8 @@ func storeKeys(op string) (ms, calls string) {
 		return "complete_ms", "complete_calls"
 	case "release":
 		return "release_ms", "release_calls"
+	case "renew":
+		return "renew_ms", "renew_calls"
 	}
 	return op + "_ms", op + "_calls"
 }

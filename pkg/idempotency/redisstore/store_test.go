@@ -43,11 +43,31 @@ func newBrokenStore(t *testing.T) idempotency.Store {
 	return redisstore.New(c, nil)
 }
 
+// newMisconfiguredStore returns a store that logs in as an ACL user of its
+// own which may only PING: every command of the store is refused with
+// NOPERM.
+func newMisconfiguredStore(t *testing.T) idempotency.Store {
+	admin := redistest.NewClient(t)
+	ctx := context.Background()
+	user := "nogrant-" + uuid.NewString()
+	require.NoError(t, admin.Do(ctx, "ACL", "SETUSER", user, "on", ">secret", "~*", "-@all", "+ping", "+hello", "+client").Err())
+	t.Cleanup(func() { _ = admin.Do(context.Background(), "ACL", "DELUSER", user).Err() })
+	opts := *admin.Options()
+	opts.Username, opts.Password = user, "secret"
+	c := redis.NewClient(&opts)
+	t.Cleanup(func() { _ = c.Close() })
+	return redisstore.New(c, nil)
+}
+
+// tooLargeBody is the body the conformance suite's stores refuse: their
+// largest record is set just below it.
+const tooLargeBody = 2 << 20
+
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	storetest.RunWithOptions(t, func(t *testing.T) idempotency.Store {
-		return redisstore.New(redistest.NewClient(t), nil)
-	}, storetest.Options{NewBrokenStore: newBrokenStore})
+		return redisstore.New(redistest.NewClient(t), &redisstore.Options{MaxRecordBytes: tooLargeBody})
+	}, storetest.Options{NewBrokenStore: newBrokenStore, NewMisconfiguredStore: newMisconfiguredStore, TooLargeBody: tooLargeBody})
 }
 
 // TestConformanceFromEnv runs the suite through the client ClientFromEnv
