@@ -113,6 +113,12 @@ type Store struct {
 	completeNames     map[string]string
 	fenceCond         *string
 	fenceNames        map[string]string
+	renewUpdate       *string
+	renewCond         *string
+	renewNames        map[string]string
+	renewFarUpdate    *string
+	renewFarCond      *string
+	renewFarNames     map[string]string
 }
 
 var _ idempotency.Store = (*Store)(nil)
@@ -145,10 +151,22 @@ func New(client API, opts *Options) (*Store, error) {
 	s.takeoverLeaseCond = aws.String("attribute_not_exists(#pk) OR (#st = :seen_st AND #exp = :seen_exp AND #lease = :seen_lease)")
 	s.takeoverDoneCond = aws.String("attribute_not_exists(#pk) OR (#st = :seen_st AND #exp = :seen_exp AND attribute_not_exists(#lease))")
 	s.takeoverNames = map[string]string{"#pk": n.PartitionKey, "#st": n.Status, "#exp": n.ExpiresAt, "#lease": n.LeaseUntil}
-	s.completeUpdate = aws.String("SET #st = :completed, #resp = :resp, #exp = :exp, #ttl = :ttl REMOVE #lease")
+	// The response comes first: DynamoDB applies an update whole or not at
+	// all, but an emulator that applies it assignment by assignment and
+	// refuses the item's size halfway then leaves the record as it was.
+	s.completeUpdate = aws.String("SET #resp = :resp, #st = :completed, #exp = :exp, #ttl = :ttl REMOVE #lease")
 	s.completeNames = map[string]string{"#st": n.Status, "#resp": n.Response, "#exp": n.ExpiresAt, "#ttl": n.TTL, "#lease": n.LeaseUntil, "#o": n.Owner}
 	s.fenceCond = aws.String("#o = :owner AND #st = :in_progress")
 	s.fenceNames = map[string]string{"#o": n.Owner, "#st": n.Status}
+	// A renewal within the record's expiry moves the lease alone; one past
+	// it moves the expiry (and the TTL) with it. Each is conditioned on its
+	// case, so that the two cannot cross.
+	s.renewUpdate = aws.String("SET #lease = :lease")
+	s.renewCond = aws.String("#o = :owner AND #st = :in_progress AND #exp >= :lease")
+	s.renewNames = map[string]string{"#o": n.Owner, "#st": n.Status, "#exp": n.ExpiresAt, "#lease": n.LeaseUntil}
+	s.renewFarUpdate = aws.String("SET #lease = :lease, #exp = :lease, #ttl = :ttl")
+	s.renewFarCond = aws.String("#o = :owner AND #st = :in_progress AND #exp < :lease")
+	s.renewFarNames = map[string]string{"#o": n.Owner, "#st": n.Status, "#exp": n.ExpiresAt, "#lease": n.LeaseUntil, "#ttl": n.TTL}
 	return s, nil
 }
 
@@ -542,6 +560,75 @@ func (s *Store) Release(ctx context.Context, r idempotency.Ref) error {
 	default:
 		return s.storeError(ctx, "release", err)
 	}
+}
+
+// Renew implements idempotency.Store: one conditional UpdateItem that
+// moves the lease, fenced by the owner token and the in-progress status.
+// A lease past the record's ExpiresAt moves ExpiresAt and the TTL too,
+// which costs a second UpdateItem: the first one's failed condition (the
+// expiry) answers with the record, and the second is conditioned on that
+// case.
+func (s *Store) Renew(ctx context.Context, r idempotency.Renewal) error {
+	if err := ctx.Err(); err != nil {
+		return s.storeError(ctx, "renew", err)
+	}
+	values := map[string]types.AttributeValue{
+		":owner":       str(r.Owner),
+		":in_progress": str(string(idempotency.StatusInProgress)),
+		":lease":       num(micros(r.LeaseUntil)),
+	}
+	in := &dynamodb.UpdateItemInput{
+		TableName:                           s.table,
+		Key:                                 s.Key(r.UserID, r.Key),
+		UpdateExpression:                    s.renewUpdate,
+		ConditionExpression:                 s.renewCond,
+		ExpressionAttributeNames:            s.renewNames,
+		ExpressionAttributeValues:           values,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}
+	for range takeoverRounds {
+		_, err := s.client.UpdateItem(ctx, in)
+		var failed *types.ConditionalCheckFailedException
+		switch {
+		case err == nil:
+			return nil
+		case !errors.As(err, &failed):
+			return s.storeError(ctx, "renew", err)
+		}
+		rec, err := s.decodeOwn(r.Ref, failed.Item)
+		if err != nil {
+			return s.storeError(ctx, "renew", err)
+		}
+		if rec == nil {
+			return idempotency.ErrLeaseLost
+		}
+		// Still the caller's: the failed part was the expiry, which the
+		// other case covers.
+		if rec.ExpiresAt.Before(r.LeaseUntil) {
+			values[":ttl"] = num(ttlOf(r.Now, r.LeaseUntil))
+			in.UpdateExpression, in.ConditionExpression, in.ExpressionAttributeNames = s.renewFarUpdate, s.renewFarCond, s.renewFarNames
+		} else {
+			delete(values, ":ttl")
+			in.UpdateExpression, in.ConditionExpression, in.ExpressionAttributeNames = s.renewUpdate, s.renewCond, s.renewNames
+		}
+	}
+	return s.storeError(ctx, "renew", errKeptChanging)
+}
+
+// decodeOwn reads the item that failed a fenced write: nil when there is
+// none or it is not ref's in-progress record.
+func (s *Store) decodeOwn(ref idempotency.Ref, item map[string]types.AttributeValue) (*idempotency.Record, error) {
+	if item == nil {
+		return nil, nil
+	}
+	rec, err := s.decodeItem(ref.UserID, ref.Key, item)
+	if err != nil {
+		return nil, err
+	}
+	if rec.Status != idempotency.StatusInProgress || rec.Owner != ref.Owner {
+		return nil, nil
+	}
+	return &rec, nil
 }
 
 // permanentCodes are the error codes of DynamoDB (and of AWS's request

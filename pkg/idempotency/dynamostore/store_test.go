@@ -80,7 +80,19 @@ func TestConformance(t *testing.T) {
 	t.Parallel()
 	client := dynamotest.NewClient(t)
 	table := newTable(t, client, nil)
-	storetest.RunWithOptions(t, storeOn(client, table), storetest.Options{NewBrokenStore: newBrokenStore})
+	storetest.RunWithOptions(t, storeOn(client, table), storetest.Options{
+		NewBrokenStore:        newBrokenStore,
+		NewMisconfiguredStore: newStoreWithoutTable,
+		TooLargeBody:          dynamostore.MaxItemBytes,
+	})
+}
+
+// newStoreWithoutTable returns a store on a table that does not exist:
+// DynamoDB answers every call with ResourceNotFoundException.
+func newStoreWithoutTable(t *testing.T) idempotency.Store {
+	st, err := dynamostore.New(dynamotest.NewClient(t), &dynamostore.Options{Table: dynamotest.TableName(t)})
+	require.NoError(t, err)
+	return st
 }
 
 func newRef() idempotency.Ref {
