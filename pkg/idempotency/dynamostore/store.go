@@ -94,15 +94,22 @@ type Options struct {
 	// Names are the attribute names, for a table made by other means.
 	// Defaults to DefaultAttributeNames, field by field.
 	Names AttributeNames
+	// MaxRecordBytes is the largest completed record Complete writes, as
+	// DynamoDB counts an item's size; a larger response is refused with
+	// idempotency.ErrTooLarge and kept as the not-kept marker. A lower
+	// limit bounds what a replay costs (see the package comment). Defaults
+	// to MaxItemBytes, DynamoDB's limit, which is also the most it can be.
+	MaxRecordBytes int
 }
 
 // Store is an idempotency.Store on one DynamoDB table. It is safe for
 // concurrent use.
 type Store struct {
-	client API
-	table  *string
-	prefix string
-	names  AttributeNames
+	client    API
+	table     *string
+	prefix    string
+	names     AttributeNames
+	maxRecord int
 
 	claimCond         *string
 	claimNames        map[string]string
@@ -142,7 +149,10 @@ func New(client API, opts *Options) (*Store, error) {
 	if err := n.validate(); err != nil {
 		return nil, err
 	}
-	s := &Store{client: client, table: aws.String(o.Table), prefix: o.KeyPrefix, names: n}
+	s := &Store{client: client, table: aws.String(o.Table), prefix: o.KeyPrefix, names: n, maxRecord: MaxItemBytes}
+	if o.MaxRecordBytes > 0 && o.MaxRecordBytes < MaxItemBytes {
+		s.maxRecord = o.MaxRecordBytes
+	}
 	s.claimCond = aws.String("attribute_not_exists(#pk)")
 	s.claimNames = map[string]string{"#pk": n.PartitionKey}
 	// A takeover replaces the very record the claim judged absent: the
@@ -484,8 +494,8 @@ func (s *Store) Complete(ctx context.Context, c idempotency.Completion) error {
 		":exp":         num(micros(c.ExpiresAt)),
 		":ttl":         num(ttlOf(c.Now, c.ExpiresAt)),
 	}
-	if size := s.completedSize(c.Ref, resp); size > MaxItemBytes {
-		return s.storeError(ctx, "complete", tooLarge(size))
+	if size := s.completedSize(c.Ref, resp); size > s.maxRecord {
+		return s.storeError(ctx, "complete", tooLarge(size, s.maxRecord))
 	}
 	_, err := s.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 s.table,

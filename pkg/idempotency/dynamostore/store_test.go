@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"reflect"
 	"strconv"
 	"testing"
@@ -23,7 +24,34 @@ import (
 	"github.com/ichido/ichido/pkg/idempotency/storetest"
 )
 
-func TestMain(m *testing.M) { dynamotest.Main(m) }
+// TestMain gives the Examples the environment a Lambda function has (a
+// region, credentials, the table's name in IDEMPOTENCY_TABLE), with the
+// SDK's endpoint variable pointing at the shared test server, then runs
+// the tests and stops the server.
+func TestMain(m *testing.M) {
+	endpoint, err := dynamotest.SharedEndpoint()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	client := dynamotest.NewClientAt(endpoint, dynamotest.ClientOptions{})
+	table := fmt.Sprintf("example-%d", os.Getpid())
+	st, err := dynamostore.New(client, &dynamostore.Options{Table: table})
+	if err == nil {
+		_, err = client.CreateTable(context.Background(), st.CreateTableInput())
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	for k, v := range map[string]string{
+		"AWS_ENDPOINT_URL_DYNAMODB": endpoint, "AWS_REGION": dynamotest.Region,
+		"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "IDEMPOTENCY_TABLE": table,
+	} {
+		os.Setenv(k, v)
+	}
+	dynamotest.Main(m)
+}
 
 // newTable creates a table of the store's default layout for t on client
 // and returns its name. TTL is turned on as the stack does.
