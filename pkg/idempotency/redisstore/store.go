@@ -5,9 +5,14 @@
 // handler wrapped by idempotency.Wrap does not change when the store does.
 // It needs Redis 7.0 or later, or Valkey (SET with both NX and GET).
 //
-// Each record is one string value under "<prefix>{<user_id>}:<key>". The
-// braces are a hash tag: on a cluster, every key of one user lives in the
-// same slot.
+// Each record is one string value under "<prefix>{<user_id>:<key>}". The
+// braces are a hash tag that holds the whole identity of the record, so
+// that on a cluster (Redis Cluster, ElastiCache Serverless) records spread
+// over every slot, even when they share one user: a Function without a
+// Scope keeps all its records under the function's user. Every command and
+// script touches one key. Records written under the earlier key name
+// "<prefix>{<user_id>}:<key>", whose hash tag held the user alone, are not
+// read; see docs/adr/0090-redis-hash-tag-per-record.md.
 //
 // # Operations
 //
@@ -77,12 +82,13 @@
 //
 // Earlier versions kept a record as a hash, one field per record field. A
 // command of the string layout on such a key answers WRONGTYPE; the store
-// then runs the hash layout's scripts on that key (legacy_hash_*.lua), so
-// a retry across the upgrade still replays and nothing runs twice. A claim
-// that takes over a hash record, or finds its key gone, writes the string
-// layout. Should the key change between the layouts under the store's feet
-// (an earlier version still writing), the store tries each layout again, a
-// bounded number of times, then fails with a StoreError.
+// then runs the hash layout's scripts on that key (legacy_hash_*.lua). A
+// claim that takes over a hash record, or finds its key gone, writes the
+// string layout. The versions that wrote hashes named their keys with the
+// user alone as the hash tag, a name this store does not read (see the key
+// layout above), so their records are not found either. Should the key
+// change between the layouts under the store's feet, the store tries each
+// layout again, a bounded number of times, then fails with a StoreError.
 package redisstore
 
 import (
@@ -108,8 +114,9 @@ const DefaultKeyPrefix = "ichido:idem:"
 type Options struct {
 	// KeyPrefix starts the key of every record, so that the records can share
 	// a server with other data and be found with SCAN. The full key is
-	// KeyPrefix + "{" + user id + "}:" + idempotency key. Defaults to
-	// "ichido:idem:".
+	// KeyPrefix + "{" + user id + ":" + idempotency key + "}". A prefix
+	// holding braces would make its own hash tag and put every record in
+	// one cluster slot: leave braces out. Defaults to "ichido:idem:".
 	KeyPrefix string
 
 	// MaxRecordBytes is the largest record Complete writes: the record
@@ -154,9 +161,11 @@ func New(client redis.UniversalClient, opts *Options) *Store {
 	return &Store{client: client, prefix: prefix, maxRecord: maxRecord}
 }
 
-// Key returns the Redis key of the record of user's idempotency key.
+// Key returns the Redis key of the record of user's idempotency key. Its
+// hash tag (the part in braces) is the user and the key together, so that
+// the records of one user spread over a cluster's slots.
 func (s *Store) Key(userID, key string) string {
-	return s.prefix + "{" + userID + "}:" + key
+	return s.prefix + "{" + userID + ":" + key + "}"
 }
 
 //go:embed record.lua

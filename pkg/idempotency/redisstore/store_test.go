@@ -204,7 +204,7 @@ func TestKeyLivesForItsTTL(t *testing.T) {
 	}
 }
 
-// TestRecordLayout pins the key name (hash tag per user, prefix) and the
+// TestRecordLayout pins the key name (prefix, hash tag per record) and the
 // record format, byte for byte, as the package comment describes it.
 func TestRecordLayout(t *testing.T) {
 	t.Parallel()
@@ -214,11 +214,11 @@ func TestRecordLayout(t *testing.T) {
 
 	def := redisstore.New(client, nil)
 	ref := newRef()
-	require.Equal(t, "ichido:idem:{"+ref.UserID+"}:"+ref.Key, def.Key(ref.UserID, ref.Key))
+	require.Equal(t, "ichido:idem:{"+ref.UserID+":"+ref.Key+"}", def.Key(ref.UserID, ref.Key))
 
 	st := redisstore.New(client, &redisstore.Options{KeyPrefix: "layout:"})
 	key := st.Key(ref.UserID, ref.Key)
-	require.Equal(t, "layout:{"+ref.UserID+"}:"+ref.Key, key)
+	require.Equal(t, "layout:{"+ref.UserID+":"+ref.Key+"}", key)
 	c := claimAt(ref, now, time.Minute, time.Hour)
 	res, err := st.Claim(ctx, c)
 	require.NoError(t, err)
@@ -332,8 +332,9 @@ func TestForeignValueIsStoreError(t *testing.T) {
 }
 
 // TestCluster runs the suite through a cluster client on a one-node
-// cluster holding every slot, and checks that the keys of one user share a
-// slot (the hash tag).
+// cluster holding every slot, and checks that a record's slot is that of
+// its user and key together (the hash tag), so that one user's records
+// spread over the slots.
 func TestCluster(t *testing.T) {
 	t.Parallel()
 	srv := redistest.StartT(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
@@ -348,13 +349,17 @@ func TestCluster(t *testing.T) {
 
 	st := redisstore.New(node, nil)
 	user := uuid.NewString()
-	want, err := node.ClusterKeySlot(ctx, user).Result()
-	require.NoError(t, err)
-	for range 5 {
-		slot, err := node.ClusterKeySlot(ctx, st.Key(user, uuid.NewString())).Result()
+	seen := map[int64]bool{}
+	for range 20 {
+		key := uuid.NewString()
+		want, err := node.ClusterKeySlot(ctx, user+":"+key).Result()
 		require.NoError(t, err)
-		require.Equal(t, want, slot, "a user's keys hash by the user id alone")
+		slot, err := node.ClusterKeySlot(ctx, st.Key(user, key)).Result()
+		require.NoError(t, err)
+		require.Equal(t, want, slot, "a record hashes by its user id and key")
+		seen[slot] = true
 	}
+	require.Greater(t, len(seen), 15, "one user's records spread over the slots")
 
 	storetest.Run(t, func(t *testing.T) idempotency.Store {
 		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{srv.Addr}})
