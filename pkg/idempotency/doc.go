@@ -204,10 +204,11 @@
 // # When a result cannot be kept
 //
 // Every store has a largest record (pgstore: a JSONB value, 255 MiB by
-// default; redisstore: a Redis string, 511 MiB by default; both
-// configurable by Options.MaxRecordBytes). A response larger than that
-// is returned to the first client as the handler made it, but it cannot be
-// stored for replay: the store refuses it before sending it (ErrTooLarge),
+// default; redisstore: a Redis string, 511 MiB by default; dynamostore: a
+// DynamoDB item, 400 KB; each configurable by Options.MaxRecordBytes,
+// dynamostore's only below 400 KB). A response larger than that is returned
+// to the first client as the handler made it, but it cannot be stored for
+// replay: the store refuses it before sending it (ErrTooLarge),
 // and the record is completed with a marker instead, so that the key stays
 // completed and the handler never runs again for it. A retry gets 422
 // idempotency_response_not_kept; the log line of the first request has
@@ -277,8 +278,8 @@
 // extractors and the Request view they read (RequestFrom and RequestFromHTTP
 // build one, for a test of a UserIDFunc or Fingerprint), the sentinel errors
 // and the Code constants of the refusals. A program adds one store package,
-// idempotency/pgstore (PostgreSQL, Aurora) or idempotency/redisstore (Redis,
-// ElastiCache, Valkey); package dbpool builds the PostgreSQL pool a Lambda
+// idempotency/pgstore (PostgreSQL, Aurora), idempotency/redisstore (Redis,
+// ElastiCache, Valkey) or idempotency/dynamostore (DynamoDB); package dbpool builds the PostgreSQL pool a Lambda
 // function needs (RDS Proxy, IAM authentication). Nothing else of the module
 // is importable: the sample task API and the repository's tooling live under
 // internal/.
@@ -315,6 +316,6 @@
 // its one error translation marks the permanent failures. The
 // conformance suite in idempotency/storetest checks each rule against a real
 // server (storetest.Run), and idempotencytest.RunHTTPBehaviour and its
-// siblings run every shape's behaviour table on the store; pgstore and
-// redisstore pass both.
+// siblings run every shape's behaviour table on the store; pgstore,
+// redisstore and dynamostore pass both.
 package idempotency
