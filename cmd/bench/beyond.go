@@ -5,13 +5,18 @@ import (
 	"fmt"
 	"log"
 	"log/slog"
+	"net"
+	"net/url"
 	"runtime"
 	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/ichido/ichido/internal/tasks"
 	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
 	"github.com/ichido/ichido/pkg/idempotency/redisstore"
@@ -35,6 +40,9 @@ type BeyondResult struct {
 	// Waits: one waiting duplicate per first request that runs for
 	// HandlerMs, on PostgreSQL.
 	Waits []WaitLoad `json:"waits"`
+	// Create is the sample create through the delay proxy, its key
+	// completed after the insert and in the insert's batch.
+	Create *CreateTrips `json:"create,omitempty"`
 }
 
 // WaitLoad is the store load of one duplicate that waited for a first
@@ -130,6 +138,14 @@ func (b *bench) beyond(ctx context.Context) error {
 		return err
 	}
 	log.Printf("  local cache: %.0f bytes of heap per cached record (%.0f counted), %d records", res.CacheBytesPerRecord, res.CacheCountedPerRecord, res.CacheRecords)
+
+	reps := min(cfg.reps, 3)
+	if res.Create, err = b.createTrips(ctx, plan{reps: reps, clients: 1, dur: cfg.floorDur, maxOps: cfg.maxOps, warm: cfg.warm}); err != nil {
+		return err
+	}
+	for name, n := range res.Create.RoundTrips {
+		log.Printf("  %s: %.2f round trips per create", name, n)
+	}
 
 	for _, d := range []time.Duration{100 * time.Millisecond, time.Second, 5 * time.Second} {
 		w, err := b.waitLoad(ctx, store, d)
@@ -261,4 +277,97 @@ func (b *bench) waitLoad(ctx context.Context, store idempotency.Store, d time.Du
 		ClaimsPerSec: float64(n) / waited.Seconds(),
 		Replayed:     dupErr == nil,
 	}, nil
+}
+
+// CreateTrips is the sample create (POST /tasks, the task API's handler
+// under Wrap on PostgreSQL) through the delay proxy, with the key completed
+// by the decorator after the insert, and in the insert's own batch
+// (tasks.Options.Keys): latency side by side and round trips per create.
+type CreateTrips struct {
+	DelayMs float64 `json:"delay_ms"`
+	Sides   []Side  `json:"sides"`
+	// RoundTrips is round trips per create, by side name.
+	RoundTrips map[string]float64 `json:"round_trips"`
+}
+
+// tripCounter counts a pool's round trips: one per query, one per batch.
+type tripCounter struct{ n atomic.Int64 }
+
+func (c *tripCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	c.n.Add(1)
+	return ctx
+}
+func (c *tripCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (c *tripCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	c.n.Add(1)
+	return ctx
+}
+func (c *tripCounter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (c *tripCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+
+// createTrips measures the create both ways through the delay proxy.
+func (b *bench) createTrips(ctx context.Context, p plan) (*CreateTrips, error) {
+	u, err := url.Parse(b.db.url)
+	if err != nil {
+		return nil, err
+	}
+	host := u.Host
+	if _, _, err := net.SplitHostPort(host); err != nil {
+		host = net.JoinHostPort(host, "5432")
+	}
+	proxy, err := startDelayProxy(host, delayEachWay)
+	if err != nil {
+		return nil, err
+	}
+	defer proxy.Close()
+	u.Host = proxy.Addr()
+	cfg, err := pgxpool.ParseConfig(u.String())
+	if err != nil {
+		return nil, err
+	}
+	counter := &tripCounter{}
+	cfg.MaxConns = 4
+	cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
+	cfg.ConnConfig.Tracer = counter
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer pool.Close()
+	store := pgstore.New(pool, nil)
+	logger := slog.New(slog.NewJSONHandler(b.devnull, nil))
+	res := &CreateTrips{DelayMs: ms(delayEachWay), RoundTrips: map[string]float64{}}
+	var specs []sideSpec
+	for _, side := range []struct {
+		name string
+		keys tasks.KeyCompleter
+	}{
+		{"create, key completed after the insert", nil},
+		{"create, key completed in the insert's batch", store},
+	} {
+		api := tasks.NewAPI(tasks.NewService(pool), &tasks.Options{Logger: logger, Keys: side.keys})
+		h, err := b.wrap(api.Create, store)
+		if err != nil {
+			return nil, err
+		}
+		user := uuid.NewString()
+		create := func(ctx context.Context, _ int) (time.Duration, error) {
+			return call(ctx, h, postEvent("/tasks", user, uuid.NewString(), taskBody), false)
+		}
+		// Round trips per create, counted over a few creates of their own.
+		const n = 20
+		before := counter.n.Load()
+		for range n {
+			if _, err := create(ctx, 0); err != nil {
+				return nil, fmt.Errorf("%s: %w", side.name, err)
+			}
+		}
+		res.RoundTrips[side.name] = float64(counter.n.Load()-before) / n
+		specs = append(specs, sideSpec{side.name, create})
+	}
+	if res.Sides, err = compare(ctx, p, specs); err != nil {
+		return nil, err
+	}
+	logSides("create delayed", res.Sides)
+	return res, nil
 }

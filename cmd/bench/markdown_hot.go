@@ -96,6 +96,14 @@ func (b *bench) hotPathMarkdown(w *strings.Builder) {
 		}
 		p("Memory: %d completed records of the bench's task answer (a %d-byte body and its Content-Type) held %.0f bytes of heap each in the cache, which counts %.0f bytes each against `LocalCache.MaxBytes` (default 8 MiB: about %d such records; `MaxEntries` defaults to 1024).\n\n",
 			br.CacheRecords, len(benchTaskBody), br.CacheBytesPerRecord, br.CacheCountedPerRecord, int(float64(8<<20)/br.CacheCountedPerRecord))
+		if c := br.Create; c != nil {
+			p("The sample create (POST /tasks: the task API's handler under `Wrap` on PostgreSQL, exec mode) through the delay proxy (%.1f ms each way), its key completed by the decorator after the insert (three round trips: claim, insert, completion; three commits) and in the insert's own batch (`tasks.Options.Keys`, `pgstore.CompleteInBatch`: the task's id and times made by the function; two round trips, two commits). Round trips counted with a pgx tracer (a batch is one).\n\n%s\n", c.DelayMs, sideTable(c.Sides, 0, false))
+			p("| create | round trips per create |\n|---|---|\n")
+			for _, s := range c.Sides {
+				p("| %s | %.2f |\n", s.Name, c.RoundTrips[s.Name])
+			}
+			p("\n")
+		}
 		if len(br.Waits) > 0 {
 			p("A waiting duplicate (`Config.WaitForResult`) polls the store with one claim a poll, 20 ms growing by half to 500 ms between them. The extra store load it causes, on PostgreSQL, for a first request that runs for:\n\n| first request runs | claims by the duplicate (first + polls) | waited (ms) | claims per second | answer |\n|---|---|---|---|---|\n")
 			for _, w := range br.Waits {
