@@ -83,13 +83,15 @@ const (
 // a duplicate that finds the record in progress for the same request waits
 // for the first run's answer when Config.WaitForResult is set (wait.go).
 func (e *engine) claim(ctx context.Context, obs *observation, userID, key, hash string) (Ref, ClaimResult, error) {
-	ref := Ref{UserID: userID, Key: key, Owner: e.owner(ctx)}
-	obs.owner, obs.hash = ref.Owner, hash
+	obs.hash = hash
 	now := e.clock()
 	if res, ok := e.cached(userID, key, now); ok {
+		// A completed record: nothing is claimed, so no owner token is made.
 		obs.cached = true
-		return ref, res, nil
+		return Ref{UserID: userID, Key: key}, res, nil
 	}
+	ref := Ref{UserID: userID, Key: key, Owner: e.owner(ctx)}
+	obs.owner = ref.Owner
 	obs.heartbeat = e.beats(ctx, now)
 	c := Claim{
 		Ref:         ref,
