@@ -89,7 +89,7 @@ func (b *bench) hotPathMarkdown(w *strings.Builder) {
 	}
 	if br := r.Beyond; br != nil {
 		p("## 1e. Past the round-trip floor: local cache, waiting duplicates\n\n")
-		p("A replay answered from the local cache (`Config.LocalCache`: a completed record kept in the execution environment) makes no round trip, against the floor and the store's replay, one client, exec mode (ADR 0088). The calls carry a deadline, as a Lambda invocation does, so no heartbeat runs.\n\n")
+		p("A replay answered from the local cache (`Config.LocalCache`: a completed record kept in the execution environment) makes no round trip, against the floor and the store's replay, one client, exec mode (ADR 0093). The calls carry a deadline, as a Lambda invocation does, so no heartbeat runs.\n\n")
 		p("**PostgreSQL**\n\n%s\n", sideTable(br.Postgres, 0, false))
 		if len(br.Redis) > 0 {
 			p("**Redis** (with the first request, whose client-side cost item 5 of the work is about)\n\n%s\n", sideTable(br.Redis, 0, false))
@@ -184,6 +184,20 @@ func (b *bench) missedMarkdown(w *strings.Builder) {
 	for _, t := range missed {
 		p("- **%s** (target %s, this run %s). ", t.What, t.Target, t.Value)
 		switch {
+		case strings.HasPrefix(t.What, "Local cache"):
+			p("A cached replay makes no round trip: what is left is the decorator's own work on the request (the view, the fingerprint), the JSON log line and the EMF line, a few microseconds, about half of it the log line (BenchmarkWrapReplayCached, pkg/idempotency). The floor here is a loopback round trip")
+			if d, br := r.Delay, r.Beyond; d != nil && br != nil {
+				floors, name, cached := d.Postgres, "floor (SELECT 1)", side(br.Postgres, "replay (local cache)")
+				if strings.Contains(t.What, "Redis") {
+					floors, name, cached = d.Redis, "floor (PING)", side(br.Redis, "replay (local cache)")
+				}
+				if fl := side(floors, name); fl != nil && cached != nil {
+					p("; through the %.1f ms-each-way delay of section 1c, the floor is %.3f ms, and the same cached replay is %.4f× of it", d.DelayMs, fl.P50Ms, ratio(cached.P50Ms, fl.P50Ms))
+				}
+			}
+			p(".\n")
+		case strings.HasPrefix(t.What, "Redis first request"):
+			p("Two round trips, a `SET … NX GET` and the completion's `EVALSHA` (whose Lua is about 6 µs of server time, section 1b). On the client, go-redis treats the claim's nil reply (a new key) as an error and runs its retry classification and bad-connection check on it: in a profile of the first request, 17 of its 99 allocations; it also checks each pooled connection's health with a syscall before every command, `PING` included. Neither can be turned off from outside go-redis, and the ways around the nil reply measured cost more (a one-command pipeline adds 8 allocations; a Lua claim adds server time).\n")
 		case strings.HasPrefix(t.What, "PostgreSQL: replay") || strings.HasPrefix(t.What, "PostgreSQL: first"):
 			if f := r.Floor; f != nil {
 				fl, rep, first, alone, shape := side(f.Postgres, "floor (SELECT 1)"), side(f.Postgres, "replay"), side(f.Postgres, "first request"), side(f.Postgres, "claim alone (completed key)"), side(f.Postgres, noopShapeName)
