@@ -98,7 +98,7 @@
 //  2. Run: the handler runs only when this invocation owns the claim.
 //  3. Complete: a response with a status for which Storable reports true
 //     (2xx, 3xx, 4xx but 408, 409, 425 and 429) is stored with its status,
-//     body and content headers (Content-Type, Location and
+//     body and content headers (Content-Type, Content-Encoding, Location and
 //     Config.ReplayHeaders) for Config.TTL.
 //  4. Release: when the handler returns an error, panics, or returns a
 //     status that is not stored, the record is deleted so that the client's
@@ -123,13 +123,20 @@
 //	retry of a response too large to    422 idempotency_response_not_kept; the handler
 //	keep (see below)                    does not run again
 //
-// A replay carries only the stored content headers: other headers are not
-// repeated unless listed in Config.ReplayHeaders. Cookies follow the same
-// rule: with Set-Cookie listed, every cookie of the first response (a v2
-// response's "cookies", a v1 response's Set-Cookie in headers or
-// multiValueHeaders) is replayed as a cookie of its own, in "cookies" for
-// v2 and in multiValueHeaders for v1, never joined into one header line;
-// without it, no cookie is replayed.
+// A replay carries only the stored content headers: by default
+// Content-Type, Content-Encoding (so that a body the handler compressed
+// itself replays as the same compressed bytes, still marked so) and
+// Location; other headers are not repeated unless listed in
+// Config.ReplayHeaders. Cookies follow the same rule: with Set-Cookie
+// listed, every cookie of the first response (a v2 response's "cookies", a
+// v1 response's Set-Cookie in headers or multiValueHeaders) is replayed as
+// a cookie of its own, in "cookies" for v2 and in multiValueHeaders for v1,
+// never joined into one header line, and the replay sends exactly the
+// first response's cookies, byte for byte: the cookies are kept as a list,
+// so a cookie whose value holds a line break stays one cookie and cannot
+// become two ("theme=dark" and an injected "admin=1"); net/http writes
+// such a break as a space, on the first response and on the replay alike.
+// Without Set-Cookie listed, no cookie is replayed.
 //
 // # When a store reply is lost
 //
@@ -191,11 +198,20 @@
 //
 // A handler that writes to the same PostgreSQL database as the store can
 // complete its record inside its own transaction, so that its work and the
-// key's completion commit together: AtomicCompletion returns the Completion
-// to write (with pgstore's CompleteInTx) and tells Wrap not to complete the
-// record again. Without it there is a short window after the handler's
-// commit in which a crash leaves the work done and the key in progress
-// until its lease runs out.
+// key's completion commit together: pgstore's CompleteRunInTx takes the
+// run's completion over and writes it in the handler's transaction, in one
+// call (AtomicCompletion and AtomicResult hand out the Completion for a
+// store's CompleteInTx, the same in two). Without it there is a short window
+// after the handler's commit in which a crash leaves the work done and the
+// key in progress until its lease runs out. Only a Store that can write in
+// the caller's transaction (TxCompleter: pgstore) hands a completion out;
+// on any other (Redis) the calls report false and the engine completes the
+// record as usual, so a handler cannot take the completion over and leave
+// the key in progress. A handler that answers with another response than
+// the one it completed (another status, body or kept header; for
+// Middleware, other bytes written) has its answer refused with 500
+// idempotency_response_mismatch, and the retry replays what was completed:
+// a replay is always what a client could have got.
 //
 // # Answers that must not be stored
 //
