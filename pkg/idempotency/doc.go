@@ -50,7 +50,11 @@
 //
 // POST, PATCH and DELETE are protected by default (Config.Methods; PUT may
 // be added). Every other method, and always GET, HEAD and OPTIONS, passes
-// straight through to the handler without touching the store.
+// straight through to the handler without touching the store. Methods are
+// compared in upper case, by Wrap and Middleware alike: a request whose
+// method is "post", "patch" or "Delete" (which a net/http route without a
+// method pattern hands to its handler) is protected as POST, PATCH or
+// DELETE, and Config.Methods may be written in any case.
 //
 // A protected request must carry:
 //
@@ -65,9 +69,12 @@
 //     that is not one v4 UUID (empty, another version, two different values,
 //     an HTTP API's comma-joined repeat with different values) gives 400
 //     "idempotency_key_invalid";
-//   - a body of at most Config.MaxBodyBytes bytes as API Gateway delivers it
-//     (6 MiB by default, the most a Lambda invocation carries; base64 text
-//     counts as sent); otherwise 413 "payload_too_large".
+//   - a body of at most Config.MaxBodyBytes bytes (6 MiB by default, the most
+//     a Lambda invocation carries); otherwise 413 "payload_too_large". Wrap
+//     counts the body as API Gateway delivers it, so a binary body counts as
+//     its base64 text; Middleware counts the bytes that arrive, so a binary
+//     body counts as its bytes, never as the base64 form the Request view
+//     holds it in.
 //
 // These checks run in that order, before the store is consulted, and the
 // handler does not run when one fails. Keys are scoped per user: two users
