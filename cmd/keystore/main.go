@@ -12,12 +12,21 @@
 // pg_cron is used where it lives: in this database when it is the one named
 // by cron.database_name, else scheduled from that database with
 // cron.schedule_in_database; when neither is possible nothing is applied and
-// the message says what to do. -no-cron schedules nothing: call
-// CALL <schema>.purge_expired_idempotency_keys() hourly from a scheduler of
-// your own.
+// the message says what to do. -no-cron schedules nothing: call the purge,
+// CALL <schema>.purge_expired_idempotency_keys(), hourly from a scheduler
+// of your own; the command prints that statement, with the schema quoted
+// where SQL needs it (a reserved word, upper case).
 //
 // -uninstall removes the key store and its job instead (every record is
 // lost).
+//
+// For another migration tool (goose, tern, Atlas, Flyway), -sql DIR writes
+// the very files Migrate applies into DIR, one per migration under its own
+// name, and says how to schedule the purge; -sql - prints them all to
+// standard output, that advice first as SQL comments. No database is needed
+// for it:
+//
+//	go run github.com/ichido/ichido/cmd/keystore -sql db/migrations/idempotency
 package main
 
 import (
@@ -54,11 +63,15 @@ func run(ctx context.Context, args []string, out io.Writer, getenv func(string) 
 	noCron := fs.Bool("no-cron", false, "schedule no pg_cron job; call the purge procedure from your own scheduler")
 	uninstall := fs.Bool("uninstall", false, "remove the key store and its pg_cron job (every record is lost)")
 	timeout := fs.Duration("timeout", time.Minute, "give up after this long")
+	sqlDir := fs.String("sql", "", "write the key store's migration files into this folder for another migration tool (- prints them); touches no database")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if *sqlDir != "" {
+		return writeSQL(*sqlDir, out)
 	}
 	if *url == "" {
 		return errors.New("no database: pass -database-url or set DATABASE_URL")
@@ -95,7 +108,7 @@ func run(ctx context.Context, args []string, out io.Writer, getenv func(string) 
 	if res.Purge != nil {
 		fmt.Fprintf(out, "purge: pg_cron job %q in database %s runs %s hourly in database %s\n", res.Purge.Name, res.Purge.CronDatabase, res.Purge.Command, res.Purge.Database)
 	} else {
-		fmt.Fprintf(out, "purge: not scheduled; call CALL %s.purge_expired_idempotency_keys() hourly from your own scheduler\n", res.Schema)
+		fmt.Fprintf(out, "purge: not scheduled; call %s hourly from your own scheduler\n", res.PurgeCommand)
 	}
 	return nil
 }

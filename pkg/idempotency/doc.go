@@ -100,8 +100,10 @@
 //
 //  1. Claim: the record is inserted as in progress, owned by this invocation
 //     (Config.Owner) with a lease that ends at the invocation's deadline plus
-//     Config.LeaseMargin, never later than Config.MaxLease from now. A
-//     record whose lease or TTL has run out is taken over.
+//     Config.LeaseMargin, never later than Config.MaxLease from now; a run
+//     without a deadline (net/http) gets a short lease renewed while it runs
+//     instead (Config.Heartbeat). A record whose lease or TTL has run out is
+//     taken over.
 //  2. Run: the handler runs only when this invocation owns the claim.
 //  3. Complete: a response with a status for which Storable reports true
 //     (2xx, 3xx, 4xx but 408, 409, 425 and 429) is stored with its status,
@@ -119,6 +121,7 @@
 //	                                    content headers, plus Idempotent-Replayed: true
 //	same key, different request         422 idempotency_key_reused
 //	same key while the first still runs 409 idempotency_key_in_use, Retry-After: 1
+//	                                    (with Config.WaitForResult: its answer, once ready)
 //	missing key / malformed key         400 idempotency_key_missing / idempotency_key_invalid
 //	body marked base64 but not base64   400 validation_failed
 //	body over Config.MaxBodyBytes       413 payload_too_large; nothing stored
@@ -144,6 +147,37 @@
 // become two ("theme=dark" and an injected "admin=1"); net/http writes
 // such a break as a space, on the first response and on the replay alike.
 // Without Set-Cookie listed, no cookie is replayed.
+//
+// # Past the round trip: cache, wait, heartbeat
+//
+// Three options go past what one store round trip per request can do:
+//
+//   - Config.LocalCache (off by default) keeps completed records in memory,
+//     a bounded LRU by count and by bytes: a repeat of a request that this
+//     execution environment completed (or replayed from a store that
+//     reports expiries, such as redisstore) is answered with no round trip,
+//     until the record's expiry by the earlier of Config.Clock and the
+//     process's monotonic clock. Only completed records are cached, so
+//     fencing is untouched. The log line says "cached": true and the
+//     metric cache_hit counts it.
+//   - Config.WaitForResult (off by default) lets a duplicate that finds the
+//     key in progress for the same request poll the store (one Claim a
+//     poll, 20ms growing to 500ms between them; no LISTEN, nothing that pins
+//     a proxy connection) up to that long, never past its own deadline, and
+//     replay the first request's answer instead of 409, ErrInProgress or a
+//     failed SQS record. The polls appear as wait_ms and wait_calls in the
+//     log line's store group, and the metric waited counts the duplicate.
+//   - Config.Heartbeat (on by default, 30 seconds) is the lease of a run
+//     without a deadline: a net/http request, or a Function called outside
+//     Lambda. The run claims one Heartbeat and renews it every third of it
+//     (Store.Renew, fenced by its owner token) while it lasts, so a server
+//     that crashes mid-request frees its keys within one Heartbeat instead
+//     of MaxLease. Lambda invocations keep their deadline's lease, which
+//     needs no writes, unless Config.HeartbeatLongRuns asks for renewal of
+//     long ones too. The log line says "heartbeat": true, with renew_ms and
+//     renew_calls.
+//
+// Function and SQSHandler take the same three fields in FunctionConfig.
 //
 // # When a store reply is lost
 //
@@ -184,10 +218,11 @@
 // # When a result cannot be kept
 //
 // Every store has a largest record (pgstore: a JSONB value, 255 MiB by
-// default; redisstore: a Redis string, 511 MiB by default; both
-// configurable by Options.MaxRecordBytes). A response larger than that
-// is returned to the first client as the handler made it, but it cannot be
-// stored for replay: the store refuses it before sending it (ErrTooLarge),
+// default; redisstore: a Redis string, 511 MiB by default; dynamostore: a
+// DynamoDB item, 400 KB; each configurable by Options.MaxRecordBytes,
+// dynamostore's only below 400 KB). A response larger than that is returned
+// to the first client as the handler made it, but it cannot be stored for
+// replay: the store refuses it before sending it (ErrTooLarge),
 // and the record is completed with a marker instead, so that the key stays
 // completed and the handler never runs again for it. A retry gets 422
 // idempotency_response_not_kept; the log line of the first request has
@@ -266,8 +301,8 @@
 // extractors and the Request view they read (RequestFrom and RequestFromHTTP
 // build one, for a test of a UserIDFunc or Fingerprint), the sentinel errors
 // and the Code constants of the refusals. A program adds one store package,
-// idempotency/pgstore (PostgreSQL, Aurora) or idempotency/redisstore (Redis,
-// ElastiCache, Valkey); package dbpool builds the PostgreSQL pool a Lambda
+// idempotency/pgstore (PostgreSQL, Aurora), idempotency/redisstore (Redis,
+// ElastiCache, Valkey) or idempotency/dynamostore (DynamoDB); package dbpool builds the PostgreSQL pool a Lambda
 // function needs (RDS Proxy, IAM authentication). Nothing else of the module
 // is importable: the sample task API and the repository's tooling live under
 // internal/.
@@ -304,6 +339,6 @@
 // its one error translation marks the permanent failures. The
 // conformance suite in idempotency/storetest checks each rule against a real
 // server (storetest.Run), and idempotencytest.RunHTTPBehaviour and its
-// siblings run every shape's behaviour table on the store; pgstore and
-// redisstore pass both.
+// siblings run every shape's behaviour table on the store; pgstore,
+// redisstore and dynamostore pass both.
 package idempotency

@@ -62,13 +62,37 @@ type FunctionConfig[In any] struct {
 	// MaxLease bounds how long a claim protects a record whose owner
 	// neither completed nor released it (it crashed or timed out). The lease
 	// ends at the invocation's deadline (ctx.Deadline()) plus LeaseMargin,
-	// never later than now + MaxLease; with no deadline, at now + MaxLease.
-	// Defaults to 15m (DefaultMaxLease).
+	// never later than now + MaxLease; with no deadline the lease is renewed
+	// instead (see Heartbeat), or, with Heartbeat set to HeartbeatOff, ends
+	// at now + MaxLease. Defaults to 15m (DefaultMaxLease).
 	MaxLease time.Duration
 
 	// LeaseMargin is added to the invocation's deadline when computing the
 	// lease. Defaults to 2s (DefaultLeaseMargin).
 	LeaseMargin time.Duration
+
+	// Heartbeat is the lease of a call that has no deadline (a call outside
+	// Lambda), renewed every third of it while the function runs (see
+	// Config.Heartbeat). Defaults to 30s (DefaultHeartbeat); HeartbeatOff
+	// turns renewal off.
+	Heartbeat time.Duration
+
+	// HeartbeatLongRuns renews the leases of calls with a deadline too, when
+	// the deadline's lease would be longer than Heartbeat (see
+	// Config.HeartbeatLongRuns). Defaults to false.
+	HeartbeatLongRuns bool
+
+	// WaitForResult lets a repeat that finds its key in progress wait for
+	// the first call's result, up to this long and never past its own
+	// deadline, and return it instead of ErrInProgress (SQSHandler: instead
+	// of reporting the record failed); see Config.WaitForResult. Defaults
+	// to 0: no wait.
+	WaitForResult time.Duration
+
+	// LocalCache keeps completed results in memory, in this execution
+	// environment, so that a repeat returns without a store round trip (see
+	// LocalCache). Defaults to nil: no cache.
+	LocalCache *LocalCache
 
 	// FinishTimeout bounds completing or releasing a record after the
 	// function returned, retries included (see Config.FinishTimeout).
@@ -111,10 +135,15 @@ func (c FunctionConfig[In]) common() Config {
 		LeaseMargin:   c.LeaseMargin,
 		FinishTimeout: c.FinishTimeout,
 		Owner:         c.Owner,
-		Clock:         c.Clock,
-		Logger:        c.Logger,
-		Metrics:       c.Metrics,
-		Namespace:     c.Namespace,
+
+		Heartbeat:         c.Heartbeat,
+		HeartbeatLongRuns: c.HeartbeatLongRuns,
+		WaitForResult:     c.WaitForResult,
+		LocalCache:        c.LocalCache,
+		Clock:             c.Clock,
+		Logger:            c.Logger,
+		Metrics:           c.Metrics,
+		Namespace:         c.Namespace,
 	}
 }
 
@@ -126,6 +155,7 @@ func (c FunctionConfig[In]) withDefaults() FunctionConfig[In] {
 	}
 	d := c.common().withDefaults()
 	c.TTL, c.MaxLease, c.LeaseMargin, c.FinishTimeout = d.TTL, d.MaxLease, d.LeaseMargin, d.FinishTimeout
+	c.Heartbeat = d.Heartbeat
 	c.Owner, c.Clock, c.Logger, c.Metrics, c.Namespace = d.Owner, d.Clock, d.Logger, d.Metrics, d.Namespace
 	return c
 }
@@ -143,6 +173,7 @@ func (c FunctionConfig[In]) validate() error {
 		errs = append(errs, errors.New("FunctionConfig.Key is nil: pass a function that returns the input's idempotency key (an event id, a message id)"))
 	}
 	errs = append(errs, validateTimes("FunctionConfig", c.TTL, c.MaxLease, c.LeaseMargin, c.FinishTimeout)...)
+	errs = append(errs, validateRunOptions("FunctionConfig", c.Heartbeat, c.WaitForResult, c.LocalCache)...)
 	if len(errs) == 0 {
 		return nil
 	}

@@ -52,8 +52,9 @@ import (
 // Options configures a Store. A nil *Options means all defaults.
 type Options struct {
 	// Schema is the schema that holds the key store, as Migrate (or the
-	// migration files) created it there. Defaults to "", which follows the
-	// connection's search_path (public in a deployment).
+	// migration files) created it there: its name as it is, unquoted (the
+	// Store quotes it). Defaults to "", which follows the connection's
+	// search_path (public in a deployment).
 	Schema string
 
 	// MaxRecordBytes is the largest response envelope (the JSON text of
