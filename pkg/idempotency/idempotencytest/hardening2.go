@@ -68,11 +68,18 @@ var hardening2Cases = []behaviourCase{
 			e.key = uuid.NewString()
 			req := e.post(`{}`)
 			req.method = method
+			before := e.runs.Load()
 			first := e.do(inv, req)
+			if first.StatusCode == http.StatusMethodNotAllowed {
+				// A router that knows methods (chi) refuses the method
+				// itself: nothing ran, so nothing can run twice.
+				require.Equal(t, before, e.runs.Load(), method)
+				continue
+			}
 			require.Equal(t, http.StatusOK, first.StatusCode, method)
 			requireReplay(t, first, e.do(inv, req))
+			require.Equal(t, before+1, e.runs.Load(), "%s runs once", method)
 		}
-		require.EqualValues(t, 3, e.runs.Load(), "each runs once")
 	}},
 	{"a replay keeps the body's Content-Encoding", func(t *testing.T, e *env) {
 		var gz bytes.Buffer
