@@ -211,7 +211,10 @@
 // client's retry cannot succeed until the deployment is fixed, and the log
 // line carries "permanent": true (metric "store_permanent"). Like every
 // store failure it fails closed: the handler does not run. A Complete or
-// Release that fails permanently is not retried either. CheckStore runs the
+// Release that fails permanently is not retried either, and a heartbeat
+// renewal (Config.Heartbeat) that fails permanently cancels the run's
+// context, as a lost lease does, rather than let the lease lapse under a
+// run that goes on. CheckStore runs the
 // store's three calls on a probe record at start-up, so that such a
 // misconfiguration shows before the first request.
 //

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/google/uuid"
@@ -150,6 +151,24 @@ var hardening2Cases = []behaviourCase{
 		over.b64 = true
 		requireProblem(t, e.do(inv, over), http.StatusRequestEntityTooLarge, idempotency.CodePayloadTooLarge)
 		require.EqualValues(t, 1, e.runs.Load())
+	}},
+	{"a run whose renewal is refused for good is stopped, not raced", func(t *testing.T, e *env) {
+		const beat = 300 * time.Millisecond
+		e.store.refuseRenew.Store(true)
+		b := e.blocking(func(int32) int { return http.StatusCreated })
+		inv := e.wrap(b.handler, withHeartbeat(beat))
+		first := e.async(inv, e.post(`{}`))
+		<-b.started
+		firstResp := <-first // the blocking handler answers 500 once its context ends
+		require.Equal(t, http.StatusInternalServerError, firstResp.StatusCode)
+		b.mu.Lock()
+		cause := b.cause
+		b.mu.Unlock()
+		require.True(t, idempotency.IsPermanent(cause), "the run learns why: %v", cause)
+		require.EqualValues(t, 1, e.store.renews.Load(), "a renewal that cannot succeed is not repeated")
+		line := e.logLine("released")
+		require.Equal(t, true, line["permanent"])
+		close(b.release)
 	}},
 	{"a request with a nil body is an empty one", func(t *testing.T, e *env) {
 		if e.p.name != "net/http" {

@@ -53,6 +53,8 @@ type faultyStore struct {
 	lostClaimReplies atomic.Int32
 	// failCompletes is how many of the next completions fail.
 	failCompletes atomic.Int32
+	// refuseRenew makes every renewal fail as a store refuses it for good.
+	refuseRenew atomic.Bool
 	// tooLarge makes every completion but the not-kept marker's fail as a
 	// store refuses a response over its largest record.
 	tooLarge atomic.Bool
@@ -93,6 +95,9 @@ func (s *faultyStore) Renew(ctx context.Context, r idempotency.Renewal) error {
 	s.renews.Add(1)
 	if s.failRenew.Load() {
 		return &idempotency.StoreError{Op: "renew", Err: errInjected}
+	}
+	if s.refuseRenew.Load() {
+		return &idempotency.StoreError{Op: "renew", Err: errInjected, Permanent: true}
 	}
 	return s.inner.Renew(ctx, r)
 }
