@@ -80,6 +80,9 @@ type Functions struct {
 //     with a verified certificate; plain redis:// only for a loopback
 //     host), connected on first use;
 //   - IDEMPOTENCY_TTL, how long a key is remembered (default 24h);
+//   - the store is checked once (idempotency.CheckStore): one that refuses
+//     the function's calls for good (a missing grant or migration) fails
+//     the cold start, one that cannot be reached yet is logged;
 //   - LOG_LEVEL (debug, info, warn, error; default info) for the JSON log
 //     lines written to standard output.
 //
@@ -108,6 +111,7 @@ func build(ctx context.Context, getenv func(string) string, out io.Writer) (*Fun
 	}
 
 	pool, err := dbpool.Open(ctx, cfg.db)
+	reachable := err == nil
 	if errors.Is(err, dbpool.ErrUnreachable) && cfg.db.Auth == dbpool.AuthIAM {
 		// Deployed, a database that does not answer yet (an Aurora cluster
 		// resuming from auto-pause) gets requests a fast 503, not a failed
@@ -126,6 +130,12 @@ func build(ctx context.Context, getenv func(string) string, out io.Writer) (*Fun
 	f.closers = append(f.closers, pool.Close)
 	if store == nil {
 		store = pgstore.New(pool, nil)
+	}
+	if reachable || cfg.store == StoreRedis {
+		if err := checkStore(ctx, store, logger); err != nil {
+			f.Close()
+			return nil, err
+		}
 	}
 
 	api := tasks.NewAPI(tasks.NewService(pool), &tasks.Options{Logger: logger})
@@ -182,4 +192,26 @@ func (f *Functions) Close() {
 			f.closers[i]()
 		}
 	})
+}
+
+// storeCheckTimeout bounds the key store's check at cold start.
+const storeCheckTimeout = 3 * time.Second
+
+// checkStore runs idempotency.CheckStore at cold start: a store that
+// refuses its calls for good (a missing grant or migration, a wrong
+// password) fails the cold start with the store's own message, so that the
+// deployment shows it before a client gets a 500; one that cannot be
+// reached yet is only logged, and requests are answered 503 until it can.
+func checkStore(ctx context.Context, store idempotency.Store, logger *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(ctx, storeCheckTimeout)
+	defer cancel()
+	err := idempotency.CheckStore(ctx, store)
+	switch {
+	case err == nil:
+		return nil
+	case idempotency.IsPermanent(err):
+		return fmt.Errorf("taskfn: the idempotency store refuses this function's calls: %w", err)
+	}
+	logger.Warn("the idempotency store cannot be checked yet; requests are answered 503 until it answers", "error", err)
+	return nil
 }
