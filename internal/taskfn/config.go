@@ -38,6 +38,7 @@ func (e *ConfigError) Is(target error) bool { return target == ErrConfig }
 const (
 	StorePostgres = "postgres"
 	StoreRedis    = "redis"
+	StoreDynamoDB = "dynamodb"
 )
 
 // config is everything the functions read from the environment, read in
@@ -46,15 +47,25 @@ type config struct {
 	db       dbpool.Config
 	store    string
 	redisURL string
+	dynamo   dynamoConfig
 	ttl      time.Duration
 	logLevel slog.Level
 }
 
+// dynamoConfig is what the DynamoDB store is built from: the table
+// (IDEMPOTENCY_TABLE) and its region (AWS_REGION). The credentials (the
+// function's role on Lambda) and AWS_ENDPOINT_URL_DYNAMODB, for a local
+// server, are the AWS SDK's own settings, which it reads itself.
+type dynamoConfig struct {
+	table, region string
+}
+
 // readConfig reads and checks the environment: the database settings
-// (dbpool.ConfigFromEnv), IDEMPOTENCY_STORE (postgres or redis; defaults to
-// postgres), REDIS_URL (required with redis, and must be empty with
-// postgres so that a deployment never believes it uses Redis when it does
-// not), IDEMPOTENCY_TTL (a Go duration such as 24h; defaults to 24h) and
+// (dbpool.ConfigFromEnv), IDEMPOTENCY_STORE (postgres, redis or dynamodb;
+// defaults to postgres), REDIS_URL (required with redis, and must be empty
+// otherwise so that a deployment never believes it uses Redis when it does
+// not), IDEMPOTENCY_TABLE (required with dynamodb, empty otherwise, for the
+// same reason; see dynamoConfig for the SDK settings), IDEMPOTENCY_TTL (a Go duration such as 24h; defaults to 24h) and
 // LOG_LEVEL (debug, info, warn or error; defaults to info). Every problem is
 // reported, not only the first.
 func readConfig(getenv func(string) string) (config, error) {
@@ -67,18 +78,28 @@ func readConfig(getenv func(string) string) (config, error) {
 
 	switch s := strings.TrimSpace(getenv("IDEMPOTENCY_STORE")); s {
 	case "", StorePostgres:
-	case StoreRedis:
-		c.store = StoreRedis
+	case StoreRedis, StoreDynamoDB:
+		c.store = s
 	default:
-		errs = append(errs, &ConfigError{"IDEMPOTENCY_STORE", fmt.Sprintf("is %q: use postgres or redis (or leave it unset for postgres)", s)})
+		errs = append(errs, &ConfigError{"IDEMPOTENCY_STORE", fmt.Sprintf("is %q: use postgres, redis or dynamodb (or leave it unset for postgres)", s)})
 	}
 
 	c.redisURL = strings.TrimSpace(getenv("REDIS_URL"))
 	switch {
 	case c.store == StoreRedis && c.redisURL == "":
 		errs = append(errs, &ConfigError{"REDIS_URL", "is empty but IDEMPOTENCY_STORE=redis: set it to redis://host:port, or rediss://host:port for TLS (ElastiCache, Valkey)"})
-	case c.store == StorePostgres && c.redisURL != "":
-		errs = append(errs, &ConfigError{"REDIS_URL", "is set but IDEMPOTENCY_STORE is postgres: set IDEMPOTENCY_STORE=redis to use Redis, or unset REDIS_URL"})
+	case c.store != StoreRedis && c.redisURL != "":
+		errs = append(errs, &ConfigError{"REDIS_URL", fmt.Sprintf("is set but IDEMPOTENCY_STORE is %s: set IDEMPOTENCY_STORE=redis to use Redis, or unset REDIS_URL", c.store)})
+	}
+
+	c.dynamo = dynamoConfig{table: strings.TrimSpace(getenv("IDEMPOTENCY_TABLE")), region: strings.TrimSpace(getenv("AWS_REGION"))}
+	switch {
+	case c.store == StoreDynamoDB && c.dynamo.table == "":
+		errs = append(errs, &ConfigError{"IDEMPOTENCY_TABLE", "is empty but IDEMPOTENCY_STORE=dynamodb: set it to the DynamoDB table's name (the stack's IdempotencyTableName output)"})
+	case c.store == StoreDynamoDB && c.dynamo.region == "":
+		errs = append(errs, &ConfigError{"AWS_REGION", "is empty but IDEMPOTENCY_STORE=dynamodb: set the table's region, such as eu-west-1 (Lambda sets it)"})
+	case c.store != StoreDynamoDB && c.dynamo.table != "":
+		errs = append(errs, &ConfigError{"IDEMPOTENCY_TABLE", fmt.Sprintf("is set but IDEMPOTENCY_STORE is %s: set IDEMPOTENCY_STORE=dynamodb to use DynamoDB, or unset IDEMPOTENCY_TABLE", c.store)})
 	}
 
 	if s := strings.TrimSpace(getenv("IDEMPOTENCY_TTL")); s != "" {

@@ -1,6 +1,6 @@
 // Package taskfn builds the sample task API's Lambda functions from the
 // environment, once per execution environment: one database pool
-// (package dbpool), one idempotency store (PostgreSQL or Redis), the task
+// (package dbpool), one idempotency store (PostgreSQL, Redis or DynamoDB), the task
 // service, and its handlers, the mutating ones (POST, PATCH, DELETE) wrapped
 // by idempotency.Wrap.
 //
@@ -16,7 +16,8 @@
 //	lambda.Start(h)
 //
 // The environment variables read are those of dbpool.ConfigFromEnv and
-// IDEMPOTENCY_STORE, REDIS_URL, IDEMPOTENCY_TTL and LOG_LEVEL; see Build.
+// IDEMPOTENCY_STORE, REDIS_URL, IDEMPOTENCY_TABLE (with AWS_REGION),
+// IDEMPOTENCY_TTL and LOG_LEVEL; see Build.
 package taskfn
 
 import (
@@ -78,7 +79,10 @@ type Functions struct {
 //     keys in the same database through the same pool; redis keeps them in
 //     Redis or Valkey at REDIS_URL (redisstore.ClientFromEnv: rediss://
 //     with a verified certificate; plain redis:// only for a loopback
-//     host), connected on first use;
+//     host), connected on first use; dynamodb keeps them in the DynamoDB
+//     table IDEMPOTENCY_TABLE in AWS_REGION (package dynamostore), through
+//     the function's role (AWS_ENDPOINT_URL_DYNAMODB, which the AWS SDK
+//     reads, points it at a local server);
 //   - IDEMPOTENCY_TTL, how long a key is remembered (default 24h);
 //   - LOG_LEVEL (debug, info, warn, error; default info) for the JSON log
 //     lines written to standard output.
@@ -105,6 +109,13 @@ func build(ctx context.Context, getenv func(string) string, out io.Writer) (*Fun
 		}
 		f.closers = append(f.closers, func() { _ = client.Close() })
 		store = redisstore.New(client, nil)
+	}
+	if cfg.store == StoreDynamoDB {
+		st, err := dynamoStore(ctx, cfg.dynamo)
+		if err != nil {
+			return nil, err
+		}
+		store = st
 	}
 
 	pool, err := dbpool.Open(ctx, cfg.db)
