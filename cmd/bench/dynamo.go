@@ -34,12 +34,11 @@ type DynamoDBResult struct {
 	Paths []DynamoPath `json:"paths"`
 	// Sizes are replays and first requests of growing responses.
 	Sizes []DynamoSize `json:"sizes"`
-	// Sides time "claim alone (completed key)", "replay" and "first
-	// request" through the same client, one at a time.
+	// Sides are the decorator's own time on a replay and on a first
+	// request, one client: each operation's time through idempotency.Wrap
+	// less the time spent inside the store's calls, so that the emulator's
+	// latency, and its noise, drop out.
 	Sides []Side `json:"sides"`
-	// DecoratorReplayMs is replay − claim alone at p50: the decorator's own
-	// work on a replay (fingerprint, decoding, log and metric lines).
-	DecoratorReplayMs float64 `json:"decorator_replay_ms"`
 }
 
 // DynamoPath is one path's requests and capacity, per operation.
@@ -355,21 +354,72 @@ func (b *bench) dynamoDB(ctx context.Context) error {
 			ReadRRU: readUnits(bytes), FirstWRU: writeUnits(inProgressBytes) + writeUnits(inProgressBytes, bytes)})
 	}
 
-	// The decorator's own time: a replay through it against the claim
-	// alone, through the same client, interleaved.
-	dec, err := b.decoratorSides(ctx, store)
+	// The decorator's own time: each operation's time less the time inside
+	// the store's calls.
+	timing := &timingStore{Store: store}
+	dec, err := b.decoratorSides(ctx, timing)
 	if err != nil {
 		return err
 	}
+	for i := range dec {
+		full := dec[i].op
+		dec[i].name = "decorator's own time, " + dec[i].name
+		dec[i].op = func(ctx context.Context, w int) (time.Duration, error) {
+			timing.take()
+			d, err := full(ctx, w)
+			return d - timing.take(), err
+		}
+	}
 	p := plan{reps: b.cfg.reps, clients: 1, dur: b.cfg.floorDur, maxOps: b.cfg.maxOps, warm: b.cfg.warm}
-	if res.Sides, err = compare(ctx, p, append([]sideSpec{claimAloneSide(store)}, dec...)); err != nil {
+	if res.Sides, err = compare(ctx, p, dec); err != nil {
 		return err
 	}
 	logSides("dynamodb", res.Sides)
-	if alone, rep := side(res.Sides, "claim alone (completed key)"), side(res.Sides, "replay"); alone != nil && rep != nil {
-		res.DecoratorReplayMs = rep.P50Ms - alone.P50Ms
-	}
 	return nil
+}
+
+// timingStore sums the time spent inside a store's calls, for one client
+// at a time.
+type timingStore struct {
+	idempotency.Store
+	mu     sync.Mutex
+	inside time.Duration
+}
+
+func (s *timingStore) add(start time.Time) {
+	d := time.Since(start)
+	s.mu.Lock()
+	s.inside += d
+	s.mu.Unlock()
+}
+
+// take returns the time spent inside the store since the last call.
+func (s *timingStore) take() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d := s.inside
+	s.inside = 0
+	return d
+}
+
+func (s *timingStore) Claim(ctx context.Context, c idempotency.Claim) (idempotency.ClaimResult, error) {
+	defer s.add(time.Now())
+	return s.Store.Claim(ctx, c)
+}
+
+func (s *timingStore) Complete(ctx context.Context, c idempotency.Completion) error {
+	defer s.add(time.Now())
+	return s.Store.Complete(ctx, c)
+}
+
+func (s *timingStore) Release(ctx context.Context, r idempotency.Ref) error {
+	defer s.add(time.Now())
+	return s.Store.Release(ctx, r)
+}
+
+func (s *timingStore) Renew(ctx context.Context, r idempotency.Renewal) error {
+	defer s.add(time.Now())
+	return s.Store.Renew(ctx, r)
 }
 
 // motoVersion names the emulator the bench ran on.
