@@ -321,17 +321,18 @@ func GrantApp(ctx context.Context, pool *pgxpool.Pool, schema, app string) ([]st
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	rows, err := tx.Query(ctx, `
-		SELECT 'TABLE', format('%I.%I', n.nspname, c.relname), c.relname = ANY($2::text[])
+		SELECT 'TABLE', format('%I.%I', n.nspname, c.relname), c.relname = ANY($2::text[]), pg_get_userbyid(c.relowner)
 		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 		WHERE n.nspname = $1::text AND c.relkind IN ('r', 'p', 'v', 'm')
 		UNION ALL
 		SELECT 'SEQUENCE', format('%I.%I', n.nspname, c.relname),
 		       EXISTS (SELECT 1 FROM pg_depend d JOIN pg_class t ON t.oid = d.refobjid
-		               WHERE d.objid = c.oid AND d.deptype IN ('a', 'i') AND t.relname = ANY($2::text[]))
+		               WHERE d.objid = c.oid AND d.deptype IN ('a', 'i') AND t.relname = ANY($2::text[])),
+		       pg_get_userbyid(c.relowner)
 		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 		WHERE n.nspname = $1::text AND c.relkind = 'S'
 		UNION ALL
-		SELECT CASE p.prokind WHEN 'p' THEN 'PROCEDURE' ELSE 'FUNCTION' END, p.oid::regprocedure::text, p.prokind NOT IN ('f')
+		SELECT CASE p.prokind WHEN 'p' THEN 'PROCEDURE' ELSE 'FUNCTION' END, p.oid::regprocedure::text, p.prokind NOT IN ('f'), pg_get_userbyid(p.proowner)
 		FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
 		WHERE n.nspname = $1::text AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.objid = p.oid AND d.deptype = 'e')
 		ORDER BY 1, 2`, schema, bookkeeping)
@@ -341,13 +342,28 @@ func GrantApp(ctx context.Context, pool *pgxpool.Pool, schema, app string) ([]st
 	type object struct {
 		kind, name string
 		none       bool
+		owner      string
 	}
 	objs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (object, error) {
 		var o object
-		return o, r.Scan(&o.kind, &o.name, &o.none)
+		return o, r.Scan(&o.kind, &o.name, &o.none, &o.owner)
 	})
 	if err != nil {
 		return nil, step("listing the schema's objects", err)
+	}
+	var me string
+	if err := tx.QueryRow(ctx, `SELECT current_user`).Scan(&me); err != nil {
+		return nil, step("granting", err)
+	}
+	var strays []string
+	for _, o := range objs {
+		if o.owner != me {
+			strays = append(strays, fmt.Sprintf("%s %s (owned by %s)", strings.ToLower(o.kind), o.name, o.owner))
+		}
+	}
+	if len(strays) > 0 {
+		return nil, fmt.Errorf("dbsetup: the migrate user %s must own every object in schema %s, and these are owned by another user: %s (ALTER … OWNER TO %s)",
+			me, schema, strings.Join(strays, ", "), me)
 	}
 	var granted []string
 	for _, o := range objs {

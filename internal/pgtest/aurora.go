@@ -2,6 +2,7 @@ package pgtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -175,8 +176,21 @@ func installFakeCron(bin string) error {
 	if b, err := os.ReadFile(control); err == nil && !strings.Contains(string(b), fakeCronMarker) {
 		return fmt.Errorf("pgtest: %s has a real pg_cron; FakeCron is for a server without it", filepath.Dir(bin))
 	}
-	for name, content := range map[string]string{"pg_cron.control": fakeCronControl, "pg_cron--1.0.sql": fakeCronSQL} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+	// Test binaries run side by side: each file appears whole (a rename),
+	// and one already in place is left alone.
+	for name, content := range map[string]string{"pg_cron--1.0.sql": fakeCronSQL, "pg_cron.control": fakeCronControl} {
+		path := filepath.Join(dir, name)
+		if b, err := os.ReadFile(path); err == nil && string(b) == content {
+			continue
+		}
+		tmp, err := os.CreateTemp(dir, name+".*")
+		if err != nil {
+			return fmt.Errorf("pgtest: %w", err)
+		}
+		_, werr := tmp.WriteString(content)
+		cerr := tmp.Close()
+		if err := errors.Join(werr, cerr, os.Chmod(tmp.Name(), 0o644), os.Rename(tmp.Name(), path)); err != nil {
+			_ = os.Remove(tmp.Name())
 			return fmt.Errorf("pgtest: %w", err)
 		}
 	}
