@@ -75,3 +75,19 @@ func (s *memStore) Release(_ context.Context, r idempotency.Ref) error {
 	delete(s.records, id)
 	return nil
 }
+
+func (s *memStore) Renew(_ context.Context, r idempotency.Renewal) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id := [2]string{r.UserID, r.Key}
+	rec, ok := s.records[id]
+	if !ok || rec.Status != idempotency.StatusInProgress || rec.Owner != r.Owner {
+		return idempotency.ErrLeaseLost
+	}
+	rec.LeaseUntil = r.LeaseUntil
+	if r.LeaseUntil.After(rec.ExpiresAt) {
+		rec.ExpiresAt = r.LeaseUntil
+	}
+	s.records[id] = rec
+	return nil
+}

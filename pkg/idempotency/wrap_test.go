@@ -117,7 +117,8 @@ func TestClaimCarriesLeaseExpiryAndOwner(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, http.StatusCreated, resp.StatusCode)
 
-	// No deadline and no Lambda context: a random owner, the maximum lease.
+	// No deadline and no Lambda context: a random owner, one heartbeat's
+	// lease (renewed while the handler runs; see heartbeat_test.go).
 	resp, err = h(context.Background(), request(userA, keyB))
 	require.NoError(t, err)
 	require.Equal(t, http.StatusCreated, resp.StatusCode)
@@ -139,7 +140,7 @@ func TestClaimCarriesLeaseExpiryAndOwner(t *testing.T) {
 
 	c = store.claims[1]
 	require.Len(t, c.Owner, 32)
-	require.Equal(t, now.Add(time.Minute), c.LeaseUntil)
+	require.Equal(t, now.Add(idempotency.DefaultHeartbeat), c.LeaseUntil)
 
 	require.Equal(t, now, store.claims[2].LeaseUntil)
 }
@@ -216,6 +217,7 @@ func (failingStore) Claim(context.Context, idempotency.Claim) (idempotency.Claim
 }
 func (failingStore) Complete(context.Context, idempotency.Completion) error { return nil }
 func (failingStore) Release(context.Context, idempotency.Ref) error         { return nil }
+func (failingStore) Renew(context.Context, idempotency.Renewal) error       { return nil }
 
 const (
 	userA = "5f0c7d2e-0c1a-4c3b-9a57-2f1e6f2b9d01"

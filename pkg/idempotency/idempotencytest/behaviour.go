@@ -42,7 +42,7 @@ func runPayload(t *testing.T, p payload, newStore func(t *testing.T) idempotency
 	t.Run(p.name, func(t *testing.T) {
 		t.Parallel()
 		store := newStore(t)
-		for _, c := range append(cases, hardeningCases...) {
+		for _, c := range append(append(cases, hardeningCases...), beyondCases...) {
 			if p.skip[c.name] {
 				continue
 			}

@@ -27,7 +27,7 @@ import (
 func RunFunctionBehaviour(t *testing.T, newStore func(t *testing.T) idempotency.Store) {
 	t.Helper()
 	store := newStore(t)
-	for _, c := range functionCases {
+	for _, c := range append(functionCases, beyondFunctionCases...) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			c.run(t, newFuncEnv(t, store))
