@@ -149,11 +149,53 @@ type Config struct {
 	// Namespace is the CloudWatch namespace of the metrics. Defaults to
 	// "ichido" (DefaultNamespace).
 	Namespace string
+
+	// KeyHeader is the request header that carries the key (any case), e.g.
+	// "X-Idempotency-Key". Defaults to "Idempotency-Key" (HeaderName). Not
+	// read when Key is set.
+	KeyHeader string
+
+	// KeyFormat is what a key must look like: KeyUUIDv4 (a UUID version 4,
+	// ADR 009) or KeyOpaque (1 to 255 visible ASCII characters, Stripe's
+	// rule). Defaults to KeyUUIDv4.
+	KeyFormat KeyFormat
+
+	// Key, when set, reads the key from the request instead of the KeyHeader
+	// header: a path parameter (PathKey), a body field (BodyKey), any
+	// function of the request. Defaults to nil: the KeyHeader header.
+	Key KeyFunc
+
+	// AllowMissingKey lets a protected request without a key run
+	// unprotected: the handler runs, nothing is claimed or stored, and the
+	// request is logged and counted with the outcome "unprotected". A
+	// malformed key is still refused. Defaults to false: a request without
+	// a key is refused with 400 idempotency_key_missing (ADR 009).
+	AllowMissingKey bool
+
+	// Fingerprint returns the fingerprint kept with a record; a request
+	// with a known key and another fingerprint is refused with 422.
+	// Defaults to Fingerprint (method, path, query and body); see
+	// FingerprintBody for the parts of a body.
+	Fingerprint FingerprintFunc
+
+	// OnReplay, when set, is called on every replay, before the response is
+	// sent, with the stored response and the record's metadata; it may
+	// add, change or remove the replay's headers (Replay.Header). Defaults
+	// to nil: no hook.
+	OnReplay func(ctx context.Context, r *Replay)
+
+	// KeyPrefix scopes the keys of this handler, so that several services
+	// can share one table or one Redis without sharing keys: the same key
+	// under two prefixes names two records (see RecordKey). At most 64
+	// visible ASCII characters, no ':'. Keep it stable: a new prefix
+	// forgets every key. Defaults to "": ADR 009's keys, unchanged.
+	KeyPrefix string
 }
 
 // withDefaults returns a copy of c with every zero field set to its default
 // and names normalised.
 func (c Config) withDefaults() Config {
+	c = c.adoptionDefaults()
 	if len(c.Methods) == 0 {
 		c.Methods = DefaultMethods
 	}
@@ -221,6 +263,8 @@ func (c Config) validate() error {
 			errs = append(errs, fmt.Errorf("Config.ReplayHeaders holds %q, which is not a header name", h))
 		}
 	}
+	errs = append(errs, c.validateAdoption()...)
+	errs = append(errs, c.validateAdoption()...)
 	if len(errs) == 0 {
 		return nil
 	}

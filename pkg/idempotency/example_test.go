@@ -97,7 +97,7 @@ func ExampleWrap_restAPI() {
 	}
 	// Output:
 	// 400 application/problem+json
-	// {"type":"https://ichido.dev/problems/idempotency_key_missing","title":"Idempotency-Key header missing","status":400,"detail":"Send an Idempotency-Key header holding a new UUID version 4 with every DELETE request.","code":"idempotency_key_missing"}
+	// {"type":"https://ichido.dev/problems/idempotency_key_missing","title":"Idempotency-Key header missing","status":400,"detail":"Send the Idempotency-Key header holding a new UUID version 4 with every DELETE request.","code":"idempotency_key_missing"}
 	// 204 replayed=
 	// 204 replayed=true
 }

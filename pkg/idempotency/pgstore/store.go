@@ -83,6 +83,8 @@ func New(pool *pgxpool.Pool, opts *Options) *Store {
 // statements holds the three statements, with the schema filled in.
 type statements struct {
 	claim, complete, release string
+	// table is the key table's qualified name, for the Admin methods.
+	table string
 }
 
 // The statements cast every parameter, so that each mode (the exec mode
@@ -95,6 +97,7 @@ func newStatements(qualify func(string) string) statements {
 		complete: `SELECT ` + qualify("idempotency_key_complete") +
 			`($1::uuid, $2::text, $3::text, $4::text, $5::integer, $6::timestamptz)`,
 		release: `SELECT ` + qualify("idempotency_key_release") + `($1::uuid, $2::text, $3::text)`,
+		table:   qualify("idempotency_keys"),
 	}
 }
 
