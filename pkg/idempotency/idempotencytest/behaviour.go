@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -42,7 +43,7 @@ func runPayload(t *testing.T, p payload, newStore func(t *testing.T) idempotency
 	t.Run(p.name, func(t *testing.T) {
 		t.Parallel()
 		store := newStore(t)
-		for _, c := range append(cases, hardeningCases...) {
+		for _, c := range slices.Concat(cases, hardeningCases, adoptionCases) {
 			if p.skip[c.name] {
 				continue
 			}

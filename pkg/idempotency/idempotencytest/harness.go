@@ -81,6 +81,29 @@ func (s *faultyStore) Release(ctx context.Context, r idempotency.Ref) error {
 	return s.inner.Release(ctx, r)
 }
 
+// Get, List and Delete forward the idempotency.Admin capability of the
+// inner Store, uncounted; without one, there is no record to find.
+func (s *faultyStore) Get(ctx context.Context, userID, key string) (idempotency.Record, bool, error) {
+	if a, ok := s.inner.(idempotency.Admin); ok {
+		return a.Get(ctx, userID, key)
+	}
+	return idempotency.Record{}, false, nil
+}
+
+func (s *faultyStore) List(ctx context.Context, q idempotency.ListQuery) ([]idempotency.Record, error) {
+	if a, ok := s.inner.(idempotency.Admin); ok {
+		return a.List(ctx, q)
+	}
+	return nil, nil
+}
+
+func (s *faultyStore) Delete(ctx context.Context, userID, key string) (bool, error) {
+	if a, ok := s.inner.(idempotency.Admin); ok {
+		return a.Delete(ctx, userID, key)
+	}
+	return false, nil
+}
+
 func (s *faultyStore) calls() int {
 	return int(s.claims.Load() + s.completes.Load() + s.releases.Load())
 }
@@ -140,6 +163,8 @@ type request struct {
 	b64    bool
 	sub    string // authorizer subject; "" means no authorizer at all
 	lambda map[string]any
+	// params are the route's path parameters (v1 and v2 only).
+	params map[string]string
 }
 
 // payload runs a request through a wrapped handler of one payload version.
@@ -195,6 +220,7 @@ func v2Event(r request) events.APIGatewayV2HTTPRequest {
 		Headers:         headers,
 		Body:            r.body,
 		IsBase64Encoded: r.b64,
+		PathParameters:  r.params,
 	}
 	e.RequestContext.HTTP.Method = r.method
 	e.RequestContext.HTTP.Path = r.path
@@ -219,6 +245,7 @@ func v1Event(r request) events.APIGatewayProxyRequest {
 		MultiValueHeaders: r.multi,
 		Body:              r.body,
 		IsBase64Encoded:   r.b64,
+		PathParameters:    r.params,
 	}
 	if r.query != "" {
 		q, err := url.ParseQuery(r.query)
