@@ -78,7 +78,7 @@ func detach(rec idempotency.Record) idempotency.Record {
 
 // List implements idempotency.Admin: SCAN over the store's prefix (one
 // user's hash tag when q names a user) on every primary, then a GET per
-// key found. It reads every record that matches, to sort them newest
+// key found; a value that is not a record is left out. It reads every record that matches, to sort them newest
 // first: it is for operators, never for a request's path.
 func (s *Store) List(ctx context.Context, q idempotency.ListQuery) ([]idempotency.Record, error) {
 	pattern := globEscape(s.prefix) + "{*}:*"
@@ -122,7 +122,10 @@ func (s *Store) List(ctx context.Context, q idempotency.ListQuery) ([]idempotenc
 			continue
 		}
 		rec, live, err := s.get(ctx, k, userID, key)
-		if err != nil {
+		switch {
+		case err != nil && undecodable(err):
+			continue // not a record: another program's value under the prefix
+		case err != nil:
 			return nil, storeError(ctx, "list", err)
 		}
 		if live && (q.Status == "" || rec.Status == q.Status) {
@@ -152,6 +155,12 @@ func (s *Store) Delete(ctx context.Context, userID, key string) (bool, error) {
 		return false, storeError(ctx, "delete", err)
 	}
 	return n > 0, nil
+}
+
+// undecodable reports whether err says a value is not a record, rather
+// than that the server could not be asked.
+func undecodable(err error) bool {
+	return errors.Is(err, errNotRecord) || isWrongType(err) || strings.HasPrefix(err.Error(), "malformed record")
 }
 
 // parseKey splits a record's Redis key into its user id and key.
