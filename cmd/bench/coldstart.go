@@ -147,7 +147,7 @@ func buildBootstrap(ctx context.Context, root, dir, arch string) (string, error)
 	out := filepath.Join(dir, "bootstrap")
 	gobin, err := exec.LookPath("go")
 	if err != nil {
-		gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		return "", fmt.Errorf("building the %s bootstrap: the go command is not on PATH: %w", arch, err)
 	}
 	cmd := exec.CommandContext(ctx, gobin, "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags", "-s -w", "-o", out, "./functions/create-task")
 	cmd.Dir = root

@@ -173,11 +173,10 @@ func templateCORS(tpl *samtemplate.Template) *localapi.CORS {
 	if g, ok := tpl.Section("Globals")["HttpApi"].(map[string]any); ok {
 		conf = g["CorsConfiguration"]
 	}
-	for _, id := range tpl.ResourceIDs("AWS::Serverless::HttpApi") {
-		if c, ok := tpl.Resources[id].Properties["CorsConfiguration"]; ok {
+	if ids := tpl.ResourceIDs("AWS::Serverless::HttpApi"); len(ids) > 0 {
+		if c, ok := tpl.Resources[ids[0]].Properties["CorsConfiguration"]; ok {
 			conf = c
 		}
-		break
 	}
 	switch c := conf.(type) {
 	case bool:

@@ -135,7 +135,7 @@ func goBinary() string {
 	if g := os.Getenv("GO"); g != "" {
 		return g
 	}
-	return filepath.Join(runtime.GOROOT(), "bin", "go")
+	return "go" // looked up on PATH
 }
 
 var failRe = regexp.MustCompile(`(?m)^\s*--- FAIL: (\S+)`)

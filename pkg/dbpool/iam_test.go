@@ -221,6 +221,7 @@ func TestIAMTokenPerConnection(t *testing.T) {
 	checkToken(t, passwords[0], endpoint, "postgres", "eu-west-1", "session-1")
 	require.Equal(t, map[string]string{"user": "postgres", "database": database}, params[0],
 		"no startup parameter beyond user and database")
+	require.Zero(t, plaintext, "the first connection sent its startup message over TLS")
 
 	// Holding one connection while asking for another makes the pool open
 	// a second one: it must carry a newly built token.

@@ -221,15 +221,17 @@
 // A store is for the few who put records in a database of their own; the
 // user API above never needs these names. The Store interface is the seam:
 //
-//	Store           Claim, Complete and Release: the three atomic primitives,
-//	                each one round trip, whose contracts are on the interface
+//	Store           Claim, Complete, Release and Renew: the four atomic
+//	                primitives, each one round trip, whose contracts are on
+//	                the interface
 //	Claim, ClaimResult    the input and output of Claim
 //	Completion      the input of Complete, with the StoredResponse to keep
+//	Renewal         the input of Renew: a lease renewed while a run lasts
 //	Ref             one record (UserID, Key) and the owner token that claims it
 //	Record, Status  a record as kept: in progress (leased) or completed
 //	StoredResponse  the response a replay returns, byte for byte
-//	ErrLeaseLost    what Complete and Release return when the token no
-//	                longer owns the record
+//	ErrLeaseLost    what Complete, Release and Renew return when the token
+//	                no longer owns the record
 //	StoreError      how every other failure is wrapped (answered with 503)
 //
 // The rules every store keeps: a claim takes over a record whose lease or

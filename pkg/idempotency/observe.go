@@ -78,7 +78,7 @@ type observation struct {
 
 // storeCall is the latency of one Store call; a repeated call adds up.
 type storeCall struct {
-	op    string // "claim", "complete" or "release"
+	op    string // "claim", "complete", "release" or "renew"
 	ms    float64
 	calls int
 }
@@ -174,7 +174,7 @@ func (o *observation) emit(ctx context.Context, logger *slog.Logger, metrics *me
 }
 
 // storeKeys are the log keys of a Store operation's latency and call count;
-// constants for the three operations there are, so that no line builds them.
+// constants for the operations there are, so that no line builds them.
 func storeKeys(op string) (ms, calls string) {
 	switch op {
 	case "claim":
@@ -183,6 +183,8 @@ func storeKeys(op string) (ms, calls string) {
 		return "complete_ms", "complete_calls"
 	case "release":
 		return "release_ms", "release_calls"
+	case "renew":
+		return "renew_ms", "renew_calls"
 	}
 	return op + "_ms", op + "_calls"
 }

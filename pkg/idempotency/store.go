@@ -7,8 +7,8 @@ import (
 
 // Store keeps idempotency records. It is the seam between the decorator and a
 // database: the decorator owns the flow (spec: claim, run, complete or
-// release) and a Store owns only the three atomic primitives below (Claim,
-// Complete, Release). The package documentation's "Writing a store" section
+// release) and a Store owns only the four atomic primitives below (Claim,
+// Complete, Release, and Renew for leases renewed while a run lasts). The package documentation's "Writing a store" section
 // gathers everything a store author needs. Every
 // implementation must pass the conformance suite in package
 // idempotency/storetest.
@@ -20,8 +20,8 @@ import (
 // stores are the caller's. An injected clock set in the past therefore still
 // drives every branch (the conformance suite's clock runs an hour behind).
 //
-// Errors: a Store returns ErrLeaseLost from Complete and Release when the
-// caller no longer owns the record, and wraps every other failure (network,
+// Errors: a Store returns ErrLeaseLost from Complete, Release and Renew when
+// the caller no longer owns the record, and wraps every other failure (network,
 // timeout, server error) in a *StoreError, which the decorator answers with
 // 503. A Store never returns driver errors unwrapped.
 type Store interface {
@@ -57,6 +57,39 @@ type Store interface {
 	// Errors: ErrLeaseLost when the record is gone or owned by someone else
 	// (nothing is deleted); *StoreError on any other failure.
 	Release(ctx context.Context, r Ref) error
+
+	// Renew moves the lease of the in-progress record named by r.Ref to
+	// r.LeaseUntil, but only while r.Ref.Owner still owns it as in progress,
+	// so that a run that outlasts its first lease (one with no deadline, a
+	// net/http request) keeps the record while it lasts and a crashed owner
+	// loses it within one short lease. When r.LeaseUntil is after the
+	// record's ExpiresAt, ExpiresAt moves to r.LeaseUntil too, so that a run
+	// longer than the TTL is not expired under its owner. Nothing else of the
+	// record changes. A renewal repeated (after a lost reply) succeeds again.
+	//
+	// Fencing: like Complete, Renew is fenced by the owner token and the
+	// in-progress status only, and compares no times. An owner whose lease
+	// ran out (by either clock) still owns the record until another claim
+	// takes it over, and renewing then is safe: nobody else has run. It is
+	// the takeover, judged by Claim against the earlier of the two clocks,
+	// that ends ownership; from then on Renew answers ErrLeaseLost. The new
+	// lease is the caller's time, stored as given, like Claim.LeaseUntil;
+	// r.Now (the caller's clock) only tells a store with server-side expiry
+	// how long the record must be kept from now.
+	//
+	// Errors: ErrLeaseLost when the record is gone, completed, or owned by
+	// someone else (nothing is written); *StoreError on any other failure.
+	Renew(ctx context.Context, r Renewal) error
+}
+
+// Renewal is the input of Store.Renew.
+type Renewal struct {
+	Ref
+	// Now is the caller's current time.
+	Now time.Time
+	// LeaseUntil is the record's new lease: when the claim stops protecting
+	// the record if it is not renewed, completed or released first.
+	LeaseUntil time.Time
 }
 
 // Ref names one record and the owner token that claims it.

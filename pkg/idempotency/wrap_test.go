@@ -216,6 +216,7 @@ func (failingStore) Claim(context.Context, idempotency.Claim) (idempotency.Claim
 }
 func (failingStore) Complete(context.Context, idempotency.Completion) error { return nil }
 func (failingStore) Release(context.Context, idempotency.Ref) error         { return nil }
+func (failingStore) Renew(context.Context, idempotency.Renewal) error       { return nil }
 
 const (
 	userA = "5f0c7d2e-0c1a-4c3b-9a57-2f1e6f2b9d01"

@@ -43,8 +43,9 @@ var errInjected = errors.New("injected store failure")
 // faultyStore wraps a Store, counts its calls and fails on demand.
 type faultyStore struct {
 	inner                                idempotency.Store
-	claims, completes, releases          atomic.Int32
+	claims, completes, releases, renews  atomic.Int32
 	failClaim, failComplete, failRelease atomic.Bool
+	failRenew                            atomic.Bool
 	// lostClaimReplies is how many of the next claims reach the inner Store
 	// (and commit there) but answer with a failure, as when the reply is
 	// lost on the way back.
@@ -104,8 +105,16 @@ func (s *faultyStore) Delete(ctx context.Context, userID, key string) (bool, err
 	return false, nil
 }
 
+func (s *faultyStore) Renew(ctx context.Context, r idempotency.Renewal) error {
+	s.renews.Add(1)
+	if s.failRenew.Load() {
+		return &idempotency.StoreError{Op: "renew", Err: errInjected}
+	}
+	return s.inner.Renew(ctx, r)
+}
+
 func (s *faultyStore) calls() int {
-	return int(s.claims.Load() + s.completes.Load() + s.releases.Load())
+	return int(s.claims.Load() + s.completes.Load() + s.releases.Load() + s.renews.Load())
 }
 
 // fakeClock is a settable clock. It starts two hours before the real time

@@ -4,8 +4,8 @@
 //
 //	h, err := idempotency.Wrap(createOrder, idempotency.Config{Store: memstore.New()})
 //
-// It keeps the Store contract (claims, leases, expiry, the owner's
-// fencing) and passes the conformance suite of package storetest, so a
+// It keeps the Store contract (claims, leases and their renewal, expiry,
+// the owner's fencing) and passes the conformance suite of package storetest, so a
 // handler's test sees what production would: a retry replays, a duplicate
 // in progress is refused, an error releases the key. It also implements
 // idempotency.Admin, so a test can look at the records a handler left.
@@ -118,6 +118,26 @@ func (s *Store) Release(ctx context.Context, r idempotency.Ref) error {
 		return idempotency.ErrLeaseLost
 	}
 	delete(s.records, k)
+	return nil
+}
+
+// Renew implements idempotency.Store.
+func (s *Store) Renew(ctx context.Context, r idempotency.Renewal) error {
+	if err := ctx.Err(); err != nil {
+		return &idempotency.StoreError{Op: "renew", Err: err}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := id{r.UserID, r.Key}
+	rec, ok := s.records[k]
+	if !ok || rec.Status != idempotency.StatusInProgress || rec.Owner != r.Owner {
+		return idempotency.ErrLeaseLost
+	}
+	rec.LeaseUntil = r.LeaseUntil
+	if r.LeaseUntil.After(rec.ExpiresAt) {
+		rec.ExpiresAt = r.LeaseUntil
+	}
+	s.records[k] = rec
 	return nil
 }
 

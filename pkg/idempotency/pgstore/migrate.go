@@ -296,6 +296,7 @@ func Uninstall(ctx context.Context, pool *pgxpool.Pool, opts *MigrateOptions) er
 		`DROP FUNCTION IF EXISTS ` + q + `.idempotency_key_claim(uuid, text, text, text, timestamptz, timestamptz, timestamptz)`,
 		`DROP FUNCTION IF EXISTS ` + q + `.idempotency_key_complete(uuid, text, text, text, integer, timestamptz)`,
 		`DROP FUNCTION IF EXISTS ` + q + `.idempotency_key_release(uuid, text, text)`,
+		`DROP FUNCTION IF EXISTS ` + q + `.idempotency_key_renew(uuid, text, text, timestamptz)`,
 		// The claim function of the project's earlier goose migrations.
 		`DROP FUNCTION IF EXISTS ` + q + `.idempotency_claim(text, uuid, text, text, timestamptz, timestamptz, timestamptz)`,
 		`DROP PROCEDURE IF EXISTS ` + q + `.purge_expired_idempotency_keys(integer, integer)`,

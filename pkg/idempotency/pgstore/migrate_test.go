@@ -61,7 +61,7 @@ func TestMigrateIntoChosenSchema(t *testing.T) {
 	res, err := pgstore.Migrate(ctx, db.Pool, &pgstore.MigrateOptions{Schema: schema})
 	require.NoError(t, err)
 	require.Equal(t, schema, res.Schema)
-	require.Equal(t, []string{"0001_idempotency_keys.sql", "0002_purge_procedure.sql", "0003_hot_path_functions.sql", "0004_lean_claim.sql", "0005_no_check_constraints.sql"}, res.Applied)
+	require.Equal(t, []string{"0001_idempotency_keys.sql", "0002_purge_procedure.sql", "0003_hot_path_functions.sql", "0004_lean_claim.sql", "0005_no_check_constraints.sql", "0006_lease_renewal.sql"}, res.Applied)
 	require.NotNil(t, res.Purge)
 	require.Equal(t, "purge-idempotency-"+schema, res.Purge.Name)
 
@@ -138,7 +138,7 @@ func TestMigrateTakesOverEarlierLayout(t *testing.T) {
 
 	res, err := pgstore.Migrate(ctx, db.Pool, nil)
 	require.NoError(t, err)
-	require.Equal(t, []string{"0003_hot_path_functions.sql", "0004_lean_claim.sql", "0005_no_check_constraints.sql"}, res.Applied)
+	require.Equal(t, []string{"0003_hot_path_functions.sql", "0004_lean_claim.sql", "0005_no_check_constraints.sql", "0006_lease_renewal.sql"}, res.Applied)
 	now := time.Now()
 	got, err := pgstore.New(db.Pool, nil).Claim(ctx, idempotency.Claim{Ref: idempotency.Ref{UserID: user, Key: key, Owner: "x"},
 		RequestHash: "h", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)})

@@ -15,6 +15,8 @@
 //   - Complete calls idempotency_key_complete, an UPDATE fenced by the owner
 //     token and the in-progress status.
 //   - Release calls idempotency_key_release, a DELETE fenced the same way.
+//   - Renew calls idempotency_key_renew (0006_lease_renewal.sql), an UPDATE
+//     of the lease fenced the same way.
 //
 // Takeover and expiry are decided against the earlier of the caller's
 // clock (Claim.Now) and the server's: a caller whose clock runs ahead never
@@ -80,9 +82,9 @@ func New(pool *pgxpool.Pool, opts *Options) *Store {
 	return &Store{db: pool, sql: newStatements(qualify)}
 }
 
-// statements holds the three statements, with the schema filled in.
+// statements holds the store's statements, with the schema filled in.
 type statements struct {
-	claim, complete, release string
+	claim, complete, release, renew string
 	// table is the key table's qualified name, for the Admin methods.
 	table string
 }
@@ -97,6 +99,7 @@ func newStatements(qualify func(string) string) statements {
 		complete: `SELECT ` + qualify("idempotency_key_complete") +
 			`($1::uuid, $2::text, $3::text, $4::text, $5::integer, $6::timestamptz)`,
 		release: `SELECT ` + qualify("idempotency_key_release") + `($1::uuid, $2::text, $3::text)`,
+		renew:   `SELECT ` + qualify("idempotency_key_renew") + `($1::uuid, $2::text, $3::text, $4::timestamptz)`,
 		table:   qualify("idempotency_keys"),
 	}
 }
@@ -189,6 +192,20 @@ func (s *Store) Release(ctx context.Context, r idempotency.Ref) error {
 		return storeError(ctx, "release", err)
 	}
 	if !deleted {
+		return idempotency.ErrLeaseLost
+	}
+	return nil
+}
+
+// Renew implements idempotency.Store: the lease (and expires_at, when the
+// lease reaches past it) of the caller's in-progress record moves to
+// r.LeaseUntil. Renewal.Now is not consulted.
+func (s *Store) Renew(ctx context.Context, r idempotency.Renewal) error {
+	var renewed bool
+	if err := s.db.QueryRow(ctx, s.sql.renew, r.UserID, r.Key, r.Owner, r.LeaseUntil).Scan(&renewed); err != nil {
+		return storeError(ctx, "renew", err)
+	}
+	if !renewed {
 		return idempotency.ErrLeaseLost
 	}
 	return nil

@@ -35,6 +35,10 @@ var (
 	//go:embed legacy_hash_release.lua
 	legacyHashReleaseLua    string
 	legacyHashReleaseScript = newScript(legacyHashReleaseLua)
+
+	//go:embed legacy_hash_renew.lua
+	legacyHashRenewLua    string
+	legacyHashRenewScript = newScript(legacyHashRenewLua)
 )
 
 // What the hash layout's claim script returns instead of the record's

@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -257,4 +258,39 @@ func TestForeignTypes(t *testing.T) {
 			require.Equal(t, typ, client.Type(ctx, key).Val(), "left alone")
 		})
 	}
+}
+
+// TestHashLayoutRenew: a hash record's owner renews its lease with the new
+// store (the lease moves, the key lives on to cover it, and the record stays
+// a hash), and a stranger's renewal changes nothing.
+func TestHashLayoutRenew(t *testing.T) {
+	t.Parallel()
+	client := redistest.NewClient(t)
+	st := redisstore.New(client, nil)
+	ctx := context.Background()
+	now := time.Now().Add(-time.Hour)
+	c := claimAt(newRef(), now, time.Minute, 10*time.Minute)
+	writeHashClaim(t, client, st, c)
+	key := st.Key(c.UserID, c.Key)
+
+	renewed := now.Add(20 * time.Minute)
+	require.ErrorIs(t, st.Renew(ctx, idempotency.Renewal{Ref: withOwner(c.Ref), Now: now, LeaseUntil: renewed}), idempotency.ErrLeaseLost)
+	require.Equal(t, c.LeaseUntil.UnixMicro(), mustInt(t, client.HGet(ctx, key, "lease_until").Val()))
+
+	require.NoError(t, st.Renew(ctx, idempotency.Renewal{Ref: c.Ref, Now: now, LeaseUntil: renewed}))
+	require.Equal(t, "hash", client.Type(ctx, key).Val())
+	require.Equal(t, renewed.UnixMicro(), mustInt(t, client.HGet(ctx, key, "lease_until").Val()))
+	require.Equal(t, renewed.UnixMicro(), mustInt(t, client.HGet(ctx, key, "expires_at").Val()), "expires at follows a lease past it")
+	require.InDelta(t, (20 * time.Minute).Seconds(), client.PTTL(ctx, key).Val().Seconds(), 5)
+
+	res, err := st.Claim(ctx, claimAt(withOwner(c.Ref), now.Add(15*time.Minute), time.Minute, 24*time.Hour))
+	require.NoError(t, err)
+	require.False(t, res.Claimed, "the renewed lease protects the record past its first lease and TTL")
+}
+
+func mustInt(t *testing.T, s string) int64 {
+	t.Helper()
+	n, err := strconv.ParseInt(s, 10, 64)
+	require.NoError(t, err)
+	return n
 }

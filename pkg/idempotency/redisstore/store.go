@@ -31,10 +31,12 @@
 // that vanished since the SET is written as by the SET. An injected clock
 // set in the past still drives every branch.
 //
-// Complete and Release are each one Lua script (EVALSHA, falling back to
-// EVAL when the server does not know it yet): GET, check the status (in
-// progress) and the owner token, then SET the completed record or DEL.
-// They are fenced by the owner and the status, not by the lease.
+// Complete, Release and Renew are each one Lua script (EVALSHA, falling
+// back to EVAL when the server does not know it yet): GET, check the status
+// (in progress) and the owner token, then SET the completed record, DEL, or
+// overwrite the lease in place (SETRANGE) and raise the key's time to live
+// to cover it (PEXPIRE GT). They are fenced by the owner and the status, not
+// by the lease.
 //
 // Expired records are removed by Redis itself: each write gives the key
 // the record's time to live (PX), ExpiresAt − Now (while in progress, up to
@@ -85,6 +87,7 @@ package redisstore
 import (
 	"context"
 	_ "embed"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strconv"
@@ -154,6 +157,10 @@ var (
 	//go:embed release.lua
 	releaseLua    string
 	releaseScript = newScript(releaseLua)
+
+	//go:embed renew.lua
+	renewLua    string
+	renewScript = newScript(renewLua)
 )
 
 // layoutRounds bounds the tries of one operation when its key keeps
@@ -338,6 +345,34 @@ func (s *Store) Release(ctx context.Context, r idempotency.Ref) error {
 	})
 	if err != nil {
 		return storeError(ctx, "release", err)
+	}
+	if n == 0 {
+		return idempotency.ErrLeaseLost
+	}
+	return nil
+}
+
+// Renew implements idempotency.Store: the lease of the caller's in-progress
+// record moves to r.LeaseUntil (and its expires at too, when the lease
+// reaches past it); the key then lives at least until the new lease,
+// counted from r.Now on the server's clock.
+func (s *Store) Renew(ctx context.Context, r idempotency.Renewal) error {
+	if err := ctx.Err(); err != nil {
+		return storeError(ctx, "renew", err)
+	}
+	keys := []string{s.Key(r.UserID, r.Key)}
+	lease := r.LeaseUntil.UnixMicro()
+	leaseBytes := binary.BigEndian.AppendUint64(make([]byte, 0, 8), uint64(lease))
+	leaseText := strconv.FormatInt(lease, 10)
+	ttl := ttlMillis(r.Now, r.LeaseUntil)
+	n, err := eitherLayout(func(hash bool) (int64, error) {
+		if hash {
+			return legacyHashRenewScript.Run(ctx, s.client, keys, r.Owner, leaseText, ttl).Int64()
+		}
+		return renewScript.Run(ctx, s.client, keys, r.Owner, leaseBytes, leaseText, ttl).Int64()
+	})
+	if err != nil {
+		return storeError(ctx, "renew", err)
 	}
 	if n == 0 {
 		return idempotency.ErrLeaseLost

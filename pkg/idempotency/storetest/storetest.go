@@ -93,6 +93,12 @@ func RunWithOptions(t *testing.T, newStore func(t *testing.T) idempotency.Store,
 		{"ReleaseByNonOwnerDeletesNothing", s.releaseByNonOwner},
 		{"ReleaseByOwnerFreesKey", s.releaseByOwner},
 		{"ReleaseOfCompletedRecordDeletesNothing", s.releaseOfCompleted},
+		{"RenewMovesTheLease", s.renewMovesLease},
+		{"RenewPastExpiresAtKeepsTheRecord", s.renewPastExpiresAt},
+		{"RenewAfterLeaseRanOutBeforeTakeover", s.renewAfterLeaseRanOut},
+		{"RenewAfterTakeoverWritesNothing", s.renewAfterTakeover},
+		{"RenewByNonOwnerWritesNothing", s.renewByNonOwner},
+		{"RenewOfCompletedOrMissingRecord", s.renewOfCompletedOrMissing},
 		{"PerUserIsolation", s.perUserIsolation},
 		{"ConcurrentClaimsOneWinner", s.concurrentClaims},
 		{"ConcurrentTakeoverOneWinner", s.concurrentTakeover},
@@ -142,6 +148,10 @@ func claimAt(r idempotency.Ref, requestHash string, now time.Time) idempotency.C
 
 func completionAt(r idempotency.Ref, resp idempotency.StoredResponse, now time.Time) idempotency.Completion {
 	return idempotency.Completion{Ref: r, Response: resp, Now: now, ExpiresAt: now.Add(ttl)}
+}
+
+func renewalAt(r idempotency.Ref, now, until time.Time) idempotency.Renewal {
+	return idempotency.Renewal{Ref: r, Now: now, LeaseUntil: until}
 }
 
 func mustClaim(t *testing.T, st idempotency.Store, c idempotency.Claim) idempotency.ClaimResult {
@@ -622,6 +632,7 @@ func (s suite) cancelledContext(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 	requireStoreError(t, st.Complete(ctx, completionAt(c.Ref, jsonResponse, base)), "complete")
 	requireStoreError(t, st.Release(ctx, c.Ref), "release")
+	requireStoreError(t, st.Renew(ctx, renewalAt(c.Ref, base, base.Add(lease))), "renew")
 
 	// Nothing was claimed.
 	requireOwnedInProgress(t, c, mustClaim(t, st, c))
@@ -648,4 +659,118 @@ func (s suite) brokenStore(t *testing.T) {
 	require.False(t, res.Claimed, "a failed claim never says claimed")
 	requireStoreError(t, st.Complete(ctx, completionAt(c.Ref, jsonResponse, base)), "complete")
 	requireStoreError(t, st.Release(ctx, c.Ref), "release")
+	requireStoreError(t, st.Renew(ctx, renewalAt(c.Ref, base, base.Add(lease))), "renew")
+}
+
+// renewMovesLease: a renewed lease protects the record until its new end,
+// and no longer than that; a renewal repeated (a lost reply) succeeds.
+func (s suite) renewMovesLease(t *testing.T) {
+	st := s.newStore(t)
+	ctx := context.Background()
+	first := claimAt(newRef(), hash("req"), base)
+	mustClaim(t, st, first)
+	renewed := first.LeaseUntil.Add(lease)
+	require.NoError(t, st.Renew(ctx, renewalAt(first.Ref, base.Add(lease/2), renewed)))
+	require.NoError(t, st.Renew(ctx, renewalAt(first.Ref, base.Add(lease/2), renewed)), "a repeated renewal succeeds")
+
+	afterFirstLease := claimAt(withOwner(first.Ref), hash("req"), first.LeaseUntil.Add(time.Millisecond))
+	res := mustClaim(t, st, afterFirstLease)
+	require.False(t, res.Claimed, "the renewed lease still holds after the first lease's end")
+	requireOwner(t, first.Owner, res.Record)
+	require.Equal(t, idempotency.StatusInProgress, res.Record.Status)
+	requireTimeIfSet(t, renewed, res.Record.LeaseUntil, "LeaseUntil after the renewal")
+
+	justBefore := claimAt(withOwner(first.Ref), hash("req"), renewed.Add(-time.Millisecond))
+	require.False(t, mustClaim(t, st, justBefore).Claimed, "the renewed lease holds a millisecond before it ends")
+
+	// The owner completes its renewed record as usual.
+	require.NoError(t, st.Complete(ctx, completionAt(first.Ref, jsonResponse, renewed.Add(-time.Second))))
+	res = mustClaim(t, st, claimAt(withOwner(first.Ref), hash("req"), renewed.Add(time.Second)))
+	require.Equal(t, idempotency.StatusCompleted, res.Record.Status)
+	requireResponse(t, jsonResponse, res.Record.Response)
+}
+
+// renewPastExpiresAt: a lease renewed past the record's ExpiresAt keeps the
+// record (ExpiresAt follows the lease), and is taken over at its end.
+func (s suite) renewPastExpiresAt(t *testing.T) {
+	st := s.newStore(t)
+	const shortTTL = 10 * time.Minute
+	first := claimAt(newRef(), hash("req"), base)
+	first.ExpiresAt = base.Add(shortTTL)
+	mustClaim(t, st, first)
+	renewed := base.Add(2 * shortTTL)
+	require.NoError(t, st.Renew(context.Background(), renewalAt(first.Ref, base.Add(time.Minute), renewed)))
+
+	afterTTL := claimAt(withOwner(first.Ref), hash("req"), first.ExpiresAt.Add(time.Second))
+	res := mustClaim(t, st, afterTTL)
+	require.False(t, res.Claimed, "a record whose lease was renewed past its ExpiresAt is not expired")
+	requireOwner(t, first.Owner, res.Record)
+	requireTimeIfSet(t, renewed, res.Record.ExpiresAt, "ExpiresAt follows the lease")
+
+	late := claimAt(withOwner(first.Ref), hash("req"), renewed)
+	requireOwnedInProgress(t, late, mustClaim(t, st, late))
+}
+
+// renewAfterLeaseRanOut: an owner whose lease ran out still owns the record
+// until a claim takes it over, and may renew it (Renew compares no times).
+func (s suite) renewAfterLeaseRanOut(t *testing.T) {
+	st := s.newStore(t)
+	first := claimAt(newRef(), hash("req"), base)
+	mustClaim(t, st, first)
+	now := first.LeaseUntil.Add(time.Second)
+	require.NoError(t, st.Renew(context.Background(), renewalAt(first.Ref, now, now.Add(lease))))
+	res := mustClaim(t, st, claimAt(withOwner(first.Ref), hash("req"), now.Add(time.Second)))
+	require.False(t, res.Claimed, "the renewal protects the record again")
+	requireOwner(t, first.Owner, res.Record)
+}
+
+// renewAfterTakeover: once another owner took the record over, the old
+// owner's renewal is refused and changes nothing of the new owner's record.
+func (s suite) renewAfterTakeover(t *testing.T) {
+	st := s.newStore(t)
+	ctx := context.Background()
+	first := claimAt(newRef(), hash("req"), base)
+	mustClaim(t, st, first)
+	second := claimAt(withOwner(first.Ref), hash("req"), first.LeaseUntil)
+	requireOwnedInProgress(t, second, mustClaim(t, st, second))
+
+	err := st.Renew(ctx, renewalAt(first.Ref, second.Now, second.LeaseUntil.Add(time.Hour)))
+	require.ErrorIs(t, err, idempotency.ErrLeaseLost)
+	var se *idempotency.StoreError
+	require.False(t, errors.As(err, &se), "a lost lease is not a store failure")
+
+	// The new owner's lease is as it claimed it: it ends when it said.
+	third := claimAt(withOwner(first.Ref), hash("req"), second.LeaseUntil)
+	requireOwnedInProgress(t, third, mustClaim(t, st, third))
+}
+
+// renewByNonOwner: a stranger's renewal is refused and does not extend the
+// owner's lease.
+func (s suite) renewByNonOwner(t *testing.T) {
+	st := s.newStore(t)
+	c := claimAt(newRef(), hash("req"), base)
+	mustClaim(t, st, c)
+	require.ErrorIs(t, st.Renew(context.Background(), renewalAt(withOwner(c.Ref), base, base.Add(time.Hour))), idempotency.ErrLeaseLost)
+	later := claimAt(withOwner(c.Ref), hash("req"), c.LeaseUntil)
+	requireOwnedInProgress(t, later, mustClaim(t, st, later))
+}
+
+// renewOfCompletedOrMissing: a completed record is not renewed (it keeps
+// its response and expiry), and a missing one is not created.
+func (s suite) renewOfCompletedOrMissing(t *testing.T) {
+	st := s.newStore(t)
+	ctx := context.Background()
+	c := claimAt(newRef(), hash("req"), base)
+	mustClaim(t, st, c)
+	require.NoError(t, st.Complete(ctx, completionAt(c.Ref, jsonResponse, base.Add(time.Second))))
+	require.ErrorIs(t, st.Renew(ctx, renewalAt(c.Ref, base.Add(2*time.Second), base.Add(48*time.Hour))), idempotency.ErrLeaseLost)
+	res := mustClaim(t, st, claimAt(withOwner(c.Ref), hash("req"), base.Add(3*time.Second)))
+	require.Equal(t, idempotency.StatusCompleted, res.Record.Status)
+	requireResponse(t, jsonResponse, res.Record.Response)
+	requireTimeIfSet(t, base.Add(time.Second).Add(ttl), res.Record.ExpiresAt, "ExpiresAt of the completion")
+
+	missing := newRef()
+	require.ErrorIs(t, st.Renew(ctx, renewalAt(missing, base, base.Add(lease))), idempotency.ErrLeaseLost)
+	fresh := claimAt(missing, hash("req"), base)
+	requireOwnedInProgress(t, fresh, mustClaim(t, st, fresh))
 }
