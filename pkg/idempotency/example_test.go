@@ -103,7 +103,7 @@ func ExampleWrap_restAPI() {
 }
 
 // A Lambda authorizer puts the user in its own context; name the field.
-// A subject that is not a UUID must be mapped to one by your own UserIDFunc.
+// A subject that is not a UUID is mapped to one (SubjectUUID).
 func ExampleAuthorizerContextField() {
 	cfg := idempotency.Config{
 		Store:  exampleStore(),
