@@ -48,8 +48,9 @@ var DefaultMethods = []string{http.MethodPost, http.MethodPatch, http.MethodDele
 // URL's IAM check, a verified token; see IAMPrincipal, ALBOIDC and
 // BearerToken), never a header or body field that a client sets freely. It
 // returns "" (or an error, which is logged and never shown to the client)
-// when there is no user; the decorator then answers 401. The result must be
-// a UUID; a function may map another subject to one.
+// when there is no user; the decorator then answers 401. The result is the
+// subject as the identity provider issued it, a UUID or not: the decorator
+// keeps SubjectUUID of it.
 type UserIDFunc func(ctx context.Context, req Request) (string, error)
 
 // ClaimsSubject is the default UserIDFunc: the "sub" claim of a JWT
@@ -121,9 +122,9 @@ type Config struct {
 	// until its lease ends. Defaults to 5s (DefaultFinishTimeout).
 	FinishTimeout time.Duration
 
-	// UserID returns the authenticated user, a UUID. Defaults to
-	// ClaimsSubject; use AuthorizerContextField, or your own function, for a
-	// Lambda authorizer or for subjects that must be mapped to a UUID.
+	// UserID returns the authenticated user's subject, which SubjectUUID
+	// maps to the user id kept. Defaults to ClaimsSubject; use
+	// AuthorizerContextField, or your own function, for a Lambda authorizer.
 	UserID UserIDFunc
 
 	// Owner returns the owner token of an invocation's claims. It must be

@@ -94,9 +94,12 @@ type Renewal struct {
 
 // Ref names one record and the owner token that claims it.
 type Ref struct {
-	// UserID is the authenticated user, a lower-case UUID.
+	// UserID is the authenticated user, a lower-case UUID (SubjectUUID of
+	// the subject), or a function's derived scope id.
 	UserID string
-	// Key is the Idempotency-Key, a lower-case UUID v4.
+	// Key is the record's key, a lower-case UUID: the Idempotency-Key (a
+	// UUID v4) itself, or the UUID derived from an opaque or prefixed key
+	// (RecordKey) or a function's key (FunctionRecordID).
 	Key string
 	// Owner is the token of the invocation that claimed the record.
 	Owner string
