@@ -12,9 +12,10 @@
 // pg_cron is used where it lives: in this database when it is the one named
 // by cron.database_name, else scheduled from that database with
 // cron.schedule_in_database; when neither is possible nothing is applied and
-// the message says what to do. -no-cron schedules nothing: call
-// CALL <schema>.purge_expired_idempotency_keys() hourly from a scheduler of
-// your own.
+// the message says what to do. -no-cron schedules nothing: call the purge,
+// CALL <schema>.purge_expired_idempotency_keys(), hourly from a scheduler
+// of your own; the command prints that statement, with the schema quoted
+// where SQL needs it (a reserved word, upper case).
 //
 // -uninstall removes the key store and its job instead (every record is
 // lost).
@@ -120,7 +121,7 @@ func run(ctx context.Context, args []string, out io.Writer, getenv func(string) 
 	if res.Purge != nil {
 		fmt.Fprintf(out, "purge: pg_cron job %q in database %s runs %s hourly in database %s\n", res.Purge.Name, res.Purge.CronDatabase, res.Purge.Command, res.Purge.Database)
 	} else {
-		fmt.Fprintf(out, "purge: not scheduled; call CALL %s.purge_expired_idempotency_keys() hourly from your own scheduler\n", res.Schema)
+		fmt.Fprintf(out, "purge: not scheduled; call %s hourly from your own scheduler\n", res.PurgeCommand)
 	}
 	return nil
 }

@@ -90,13 +90,51 @@ type Config struct {
 	// MaxLease bounds how long a claim protects a record that is neither
 	// completed nor released (its owner crashed or timed out). The lease ends
 	// at the invocation's deadline (ctx.Deadline()) plus LeaseMargin, never
-	// later than now + MaxLease; with no deadline, at now + MaxLease.
-	// Defaults to 15m (DefaultMaxLease).
+	// later than now + MaxLease; with no deadline the lease is renewed
+	// instead (see Heartbeat), or, with Heartbeat set to HeartbeatOff, ends
+	// at now + MaxLease. Defaults to 15m (DefaultMaxLease).
 	MaxLease time.Duration
 
 	// LeaseMargin is added to the invocation's deadline when computing the
 	// lease. Defaults to 2s (DefaultLeaseMargin).
 	LeaseMargin time.Duration
+
+	// Heartbeat is the lease of a run that has no deadline (a net/http
+	// request; a call outside Lambda): it claims a lease of one Heartbeat
+	// and renews it (Store.Renew, fenced by its owner token) every third of
+	// it while the handler runs, so that a run may last as long as it needs
+	// while a crashed server frees its key within one Heartbeat instead of
+	// MaxLease. Should the lease be lost all the same (renewals failed for a
+	// whole Heartbeat and another request took the key over), the handler's
+	// context is cancelled with a cause that wraps ErrLeaseLost
+	// (context.Cause). A run with a deadline (every Lambda invocation) keeps
+	// the deadline's lease, which costs no writes, unless HeartbeatLongRuns
+	// is set. Defaults to 30s (DefaultHeartbeat); HeartbeatOff turns
+	// renewal off.
+	Heartbeat time.Duration
+
+	// HeartbeatLongRuns renews the leases of runs with a deadline too, when
+	// the deadline's lease would be longer than Heartbeat (a Lambda function
+	// with a 15-minute timeout whose crash should not hold its key for all
+	// of it). Defaults to false.
+	HeartbeatLongRuns bool
+
+	// WaitForResult lets a duplicate that finds its key in progress for the
+	// same request wait for the first request's answer, up to this long and
+	// never past its own deadline (less 100ms to answer): it polls the store
+	// with growing pauses (20ms up to 500ms, one Claim each) and then
+	// replays the first request's response instead of answering 409
+	// (ErrInProgress for a Function, a failed record for SQSHandler). When
+	// the first request fails and frees the key meanwhile, the duplicate
+	// runs the handler itself, as a retry would; when the wait ends first,
+	// the answer is 409 as without waiting. Defaults to 0: no wait.
+	WaitForResult time.Duration
+
+	// LocalCache keeps completed records in memory, in this execution
+	// environment, so that a repeat is answered without a store round trip
+	// (see LocalCache for what is cached and for how long). Defaults to nil:
+	// no cache; &LocalCache{} turns it on with its default bounds.
+	LocalCache *LocalCache
 
 	// ReplayHeaders lists response headers kept for replay besides
 	// Content-Type and Location, which are always kept. Defaults to none.
@@ -238,6 +276,9 @@ func (c Config) withDefaults() Config {
 	if c.FinishTimeout == 0 {
 		c.FinishTimeout = DefaultFinishTimeout
 	}
+	if c.Heartbeat == 0 {
+		c.Heartbeat = DefaultHeartbeat
+	}
 	return c
 }
 
@@ -256,6 +297,7 @@ func (c Config) validate() error {
 		}
 	}
 	errs = append(errs, validateTimes("Config", c.TTL, c.MaxLease, c.LeaseMargin, c.FinishTimeout)...)
+	errs = append(errs, validateRunOptions("Config", c.Heartbeat, c.WaitForResult, c.LocalCache)...)
 	if c.MaxBodyBytes < 0 {
 		errs = append(errs, fmt.Errorf("Config.MaxBodyBytes is %d: use a positive size, or 0 for the default %d", c.MaxBodyBytes, DefaultMaxBodyBytes))
 	}
@@ -287,6 +329,26 @@ func validateTimes(typeName string, ttl, maxLease, leaseMargin, finishTimeout ti
 	negative("FinishTimeout", finishTimeout, DefaultFinishTimeout)
 	if ttl > 0 && maxLease > ttl {
 		errs = append(errs, fmt.Errorf("%[1]s.MaxLease (%[2]v) is longer than %[1]s.TTL (%[3]v): a record would expire while its lease still protects it; raise TTL or lower MaxLease", typeName, maxLease, ttl))
+	}
+	return errs
+}
+
+// validateRunOptions reports the problems of the heartbeat, wait and cache
+// options that Config and FunctionConfig share; typeName starts each
+// message.
+func validateRunOptions(typeName string, heartbeat, wait time.Duration, cache *LocalCache) []error {
+	var errs []error
+	if heartbeat < 0 && heartbeat != HeartbeatOff {
+		errs = append(errs, fmt.Errorf("%s.Heartbeat is %v: use a positive duration, 0 for the default %v, or HeartbeatOff", typeName, heartbeat, DefaultHeartbeat))
+	}
+	if heartbeat > 0 && heartbeat < heartbeatBeats*time.Millisecond {
+		errs = append(errs, fmt.Errorf("%s.Heartbeat is %v: use at least %v", typeName, heartbeat, heartbeatBeats*time.Millisecond))
+	}
+	if wait < 0 {
+		errs = append(errs, fmt.Errorf("%s.WaitForResult is %v: use a positive duration, or 0 for no wait", typeName, wait))
+	}
+	if cache != nil && (cache.MaxEntries < 0 || cache.MaxBytes < 0) {
+		errs = append(errs, fmt.Errorf("%s.LocalCache bounds are %d entries and %d bytes: use positive numbers, or 0 for the defaults %d and %d", typeName, cache.MaxEntries, cache.MaxBytes, DefaultCacheEntries, DefaultCacheBytes))
 	}
 	return errs
 }

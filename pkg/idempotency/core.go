@@ -27,6 +27,16 @@ type engine struct {
 	clock         func() time.Time
 	logger        *slog.Logger
 	metrics       *metricsWriter
+
+	// heartbeat is the lease of a run that renews it (0: renewal off);
+	// heartbeatLongRuns renews runs with a deadline too (Config).
+	heartbeat         time.Duration
+	heartbeatLongRuns bool
+	// wait bounds how long a duplicate waits for the first run's answer
+	// (0: it does not wait).
+	wait time.Duration
+	// cache keeps completed records in this process (nil: no cache).
+	cache *recordCache
 }
 
 // newEngine returns the engine of a defaulted Config.
@@ -41,6 +51,11 @@ func newEngine(cfg Config) *engine {
 		clock:         cfg.Clock,
 		logger:        cfg.Logger,
 		metrics:       &metricsWriter{w: cfg.Metrics, namespace: cfg.Namespace},
+
+		heartbeat:         max(cfg.Heartbeat, 0),
+		heartbeatLongRuns: cfg.HeartbeatLongRuns,
+		wait:              cfg.WaitForResult,
+		cache:             newRecordCache(cfg.LocalCache),
 	}
 }
 
@@ -59,17 +74,28 @@ const (
 
 // claim makes the one claim round trip for (userID, key) with the request
 // fingerprint hash, on behalf of a new owner token: the lease runs to the
-// invocation's deadline plus the margin, never past MaxLease from now. A
-// claim that fails is recovered from (recoverClaim).
+// invocation's deadline plus the margin, never past MaxLease from now, or
+// is one heartbeat for a run that renews it (heartbeat.go). A claim that
+// fails is recovered from (recoverClaim).
+//
+// Before the store, the local cache (Config.LocalCache) is asked: a
+// completed record found there is the answer, with no round trip. After it,
+// a duplicate that finds the record in progress for the same request waits
+// for the first run's answer when Config.WaitForResult is set (wait.go).
 func (e *engine) claim(ctx context.Context, obs *observation, userID, key, hash string) (Ref, ClaimResult, error) {
 	ref := Ref{UserID: userID, Key: key, Owner: e.owner(ctx)}
-	obs.owner = ref.Owner
+	obs.owner, obs.hash = ref.Owner, hash
 	now := e.clock()
+	if res, ok := e.cached(userID, key, now); ok {
+		obs.cached = true
+		return ref, res, nil
+	}
+	obs.heartbeat = e.beats(ctx, now)
 	c := Claim{
 		Ref:         ref,
 		RequestHash: hash,
 		Now:         now,
-		LeaseUntil:  leaseUntil(ctx, now, time.Now(), e.leaseMargin, e.maxLease),
+		LeaseUntil:  e.lease(ctx, now, obs.heartbeat),
 		ExpiresAt:   now.Add(e.ttl),
 	}
 	var res ClaimResult
@@ -78,15 +104,54 @@ func (e *engine) claim(ctx context.Context, obs *observation, userID, key, hash 
 		return err
 	})
 	if err != nil {
-		if res, err = e.recoverClaim(ctx, c, err, obs); err != nil {
-			obs.err = err
+		if IsPermanent(err) {
+			// The store refused the claim for good (a missing grant, a
+			// missing table): nothing was written, and neither a second
+			// claim nor a release could succeed.
+			obs.err, obs.permanent = err, true
 			return ref, ClaimResult{}, storeFailure("claim", err)
 		}
+		res, err = e.recoverClaim(ctx, c, err, obs)
+	}
+	if err == nil && e.wait > 0 && waiting(res, hash) {
+		res, err = e.waitForResult(ctx, obs, c, res)
+	}
+	if err != nil {
+		obs.err, obs.permanent = err, IsPermanent(err)
+		return ref, ClaimResult{}, storeFailure("claim", err)
 	}
 	if res.Claimed {
 		obs.claimed = true
+	} else {
+		e.keep(userID, key, res.Record)
 	}
 	return ref, res, nil
+}
+
+// cached returns the completed record of (userID, key) from the local
+// cache as a claim's answer.
+func (e *engine) cached(userID, key string, now time.Time) (ClaimResult, bool) {
+	if e.cache == nil {
+		return ClaimResult{}, false
+	}
+	entry, ok := e.cache.get(userID, key, now)
+	if !ok {
+		return ClaimResult{}, false
+	}
+	resp := entry.response
+	return ClaimResult{Record: Record{
+		UserID: userID, Key: key, RequestHash: entry.requestHash, Status: StatusCompleted,
+		Response: &resp, ExpiresAt: entry.expiresAt,
+	}}, true
+}
+
+// keep puts a completed record that a claim found into the local cache,
+// when the store reported its expiry (a store may leave it zero).
+func (e *engine) keep(userID, key string, rec Record) {
+	if e.cache == nil || rec.Status != StatusCompleted || rec.Response == nil || rec.ExpiresAt.IsZero() {
+		return
+	}
+	e.cache.put(userID, key, rec.RequestHash, *rec.Response, e.clock(), rec.ExpiresAt)
 }
 
 // recoverClaim handles a failed claim. A claim can commit and still fail on
@@ -148,6 +213,11 @@ type work func(ctx context.Context) (resp StoredResponse, keep bool, err error)
 // DoNotStore reach this run.
 func (e *engine) execute(ctx context.Context, state *runState, obs *observation, w work) (err error) {
 	ctx = context.WithValue(ctx, runKey{}, state)
+	runCtx := ctx
+	var hb *heartbeat
+	if obs.heartbeat {
+		runCtx, hb = e.startHeartbeat(ctx, state.ref)
+	}
 	start := time.Now()
 	returned := false
 	defer func() {
@@ -158,14 +228,20 @@ func (e *engine) execute(ctx context.Context, state *runState, obs *observation,
 		// retry, then let the panic go on.
 		v := recover()
 		obs.handler, obs.handlerMS = "panic", msSince(start)
+		if hb != nil {
+			hb.stop(obs)
+		}
 		e.release(ctx, state.ref, obs)
 		if v != nil {
 			panic(v)
 		}
 	}()
-	resp, keep, err := w(ctx)
+	resp, keep, err := w(runCtx)
 	returned = true
 	obs.handlerMS = msSince(start)
+	if hb != nil {
+		hb.stop(obs)
+	}
 
 	switch {
 	case err != nil:
@@ -188,19 +264,45 @@ func (e *engine) execute(ctx context.Context, state *runState, obs *observation,
 	return nil
 }
 
+// errResponseNotKept is logged when a run's response is replaced by the
+// not-kept marker.
+var errResponseNotKept = errors.New("the response could not be kept; the record is completed with the not-kept marker")
+
 // complete stores the response. On ErrLeaseLost nothing is stored (another
 // invocation owns the key now). A failing store is retried within the
 // finish timeout (finish); when it keeps failing, the record is left in
 // progress until its lease runs out rather than released, since the work
 // is done and a release would invite an immediate second run.
+//
+// A response the store cannot keep (ErrTooLarge) is replaced by the
+// not-kept marker (StoredResponse.NotKept), so that the key stays completed
+// and the work never runs again; the outcome is then OutcomeNotKept.
 func (e *engine) complete(ctx context.Context, ref Ref, resp StoredResponse, obs *observation) {
-	err := e.finish(ctx, "complete", obs, func(ctx context.Context) error {
-		now := e.clock()
-		return e.store.Complete(ctx, Completion{Ref: ref, Response: resp, Now: now, ExpiresAt: now.Add(e.ttl)})
-	})
-	obs.outcome = finishOutcome(err, OutcomeCompleted)
+	store := func(resp StoredResponse) error {
+		return e.finish(ctx, "complete", obs, func(ctx context.Context) error {
+			now := e.clock()
+			return e.store.Complete(ctx, Completion{Ref: ref, Response: resp, Now: now, ExpiresAt: now.Add(e.ttl)})
+		})
+	}
+	err := store(resp)
+	if errors.Is(err, ErrTooLarge) && !resp.NotKept {
+		obs.err = errors.Join(obs.err, fmt.Errorf("%w: %w", errResponseNotKept, err))
+		resp = notKept(resp.StatusCode)
+		err = store(resp)
+	}
+	ok := OutcomeCompleted
+	if resp.NotKept {
+		ok = OutcomeNotKept
+	}
+	obs.outcome = finishOutcome(err, ok)
 	if err != nil {
 		obs.err = errors.Join(obs.err, err)
+		obs.permanent = obs.permanent || IsPermanent(err)
+		return
+	}
+	if e.cache != nil {
+		now := e.clock()
+		e.cache.put(ref.UserID, ref.Key, obs.hash, resp, now, now.Add(e.ttl))
 	}
 }
 
@@ -211,11 +313,12 @@ func (e *engine) release(ctx context.Context, ref Ref, obs *observation) {
 	obs.outcome = finishOutcome(err, OutcomeReleased)
 	if err != nil {
 		obs.err = errors.Join(obs.err, err)
+		obs.permanent = obs.permanent || IsPermanent(err)
 	}
 }
 
 // finish makes a Complete or Release call until it succeeds, returns
-// ErrLeaseLost, or the finish timeout has passed, pausing longer after each
+// ErrLeaseLost or a permanent StoreError, or the finish timeout has passed, pausing longer after each
 // failure. It runs detached from the invocation's cancellation: the work is
 // done and must be recorded even if the caller went away. A call whose
 // reply was lost after it committed is answered ErrLeaseLost when repeated
@@ -229,7 +332,7 @@ func (e *engine) finish(ctx context.Context, op string, obs *observation, call f
 		if errors.Is(err, ErrLeaseLost) && attempt > 1 {
 			return fmt.Errorf("%w (after a failed attempt, which may have committed)", err)
 		}
-		if err == nil || errors.Is(err, ErrLeaseLost) {
+		if err == nil || errors.Is(err, ErrLeaseLost) || IsPermanent(err) {
 			return err
 		}
 		deadline, _ := ctx.Deadline()

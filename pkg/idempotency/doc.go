@@ -190,8 +190,10 @@
 //
 //  1. Claim: the record is inserted as in progress, owned by this invocation
 //     (Config.Owner) with a lease that ends at the invocation's deadline plus
-//     Config.LeaseMargin, never later than Config.MaxLease from now. A
-//     record whose lease or TTL has run out is taken over.
+//     Config.LeaseMargin, never later than Config.MaxLease from now; a run
+//     without a deadline (net/http) gets a short lease renewed while it runs
+//     instead (Config.Heartbeat). A record whose lease or TTL has run out is
+//     taken over.
 //  2. Run: the handler runs only when this invocation owns the claim.
 //  3. Complete: a response with a status for which Storable reports true
 //     (2xx, 3xx, 4xx but 408, 409, 425 and 429) is stored with its status,
@@ -209,6 +211,7 @@
 //	                                    content headers, plus Idempotent-Replayed: true
 //	same key, different request         422 idempotency_key_reused
 //	same key while the first still runs 409 idempotency_key_in_use, Retry-After: 1
+//	                                    (with Config.WaitForResult: its answer, once ready)
 //	missing key / malformed key         400 idempotency_key_missing / idempotency_key_invalid
 //	missing key, Config.AllowMissingKey the handler's response, unprotected: nothing stored
 //	body marked base64 but not base64   400 validation_failed
@@ -216,6 +219,10 @@
 //	no authenticated user               401 unauthenticated
 //	store unreachable or failing        503 idempotency_store_unavailable, Retry-After: 1;
 //	                                    the handler does not run
+//	store refusing for good             500 idempotency_store_misconfigured, no Retry-After;
+//	(a missing grant, table, password)  the handler does not run
+//	retry of a response too large to    422 idempotency_response_not_kept; the handler
+//	keep (see below)                    does not run again
 //
 // A replay carries only the stored content headers: other headers are not
 // repeated unless listed in Config.ReplayHeaders. Cookies follow the same
@@ -224,6 +231,37 @@
 // multiValueHeaders) is replayed as a cookie of its own, in "cookies" for
 // v2 and in multiValueHeaders for v1, never joined into one header line;
 // without it, no cookie is replayed.
+//
+// # Past the round trip: cache, wait, heartbeat
+//
+// Three options go past what one store round trip per request can do:
+//
+//   - Config.LocalCache (off by default) keeps completed records in memory,
+//     a bounded LRU by count and by bytes: a repeat of a request that this
+//     execution environment completed (or replayed from a store that
+//     reports expiries, such as redisstore) is answered with no round trip,
+//     until the record's expiry by the earlier of Config.Clock and the
+//     process's monotonic clock. Only completed records are cached, so
+//     fencing is untouched. The log line says "cached": true and the
+//     metric cache_hit counts it.
+//   - Config.WaitForResult (off by default) lets a duplicate that finds the
+//     key in progress for the same request poll the store (one Claim a
+//     poll, 20ms growing to 500ms between them; no LISTEN, nothing that pins
+//     a proxy connection) up to that long, never past its own deadline, and
+//     replay the first request's answer instead of 409, ErrInProgress or a
+//     failed SQS record. The polls appear as wait_ms and wait_calls in the
+//     log line's store group, and the metric waited counts the duplicate.
+//   - Config.Heartbeat (on by default, 30 seconds) is the lease of a run
+//     without a deadline: a net/http request, or a Function called outside
+//     Lambda. The run claims one Heartbeat and renews it every third of it
+//     (Store.Renew, fenced by its owner token) while it lasts, so a server
+//     that crashes mid-request frees its keys within one Heartbeat instead
+//     of MaxLease. Lambda invocations keep their deadline's lease, which
+//     needs no writes, unless Config.HeartbeatLongRuns asks for renewal of
+//     long ones too. The log line says "heartbeat": true, with renew_ms and
+//     renew_calls.
+//
+// Function and SQSHandler take the same three fields in FunctionConfig.
 //
 // # When a store reply is lost
 //
@@ -245,6 +283,35 @@
 // Every refusal is an application/problem+json body (ProblemContentType)
 // with type, title, status, detail and code, the code one of the Code
 // constants; no internal error text reaches the client.
+//
+// # Permanent store errors
+//
+// A store tells a failure that no retry can cure (StoreError.Permanent:
+// missing privileges, a missing table, function or schema, refused
+// credentials, a value under its keys that is not a record) from a
+// transient one (the network, a timeout, a failover). A permanent claim
+// failure is not retried or recovered from: the request is refused at once
+// with 500 idempotency_store_misconfigured and no Retry-After, since a
+// client's retry cannot succeed until the deployment is fixed, and the log
+// line carries "permanent": true (metric "store_permanent"). Like every
+// store failure it fails closed: the handler does not run. A Complete or
+// Release that fails permanently is not retried either. CheckStore runs the
+// store's three calls on a probe record at start-up, so that such a
+// misconfiguration shows before the first request.
+//
+// # When a result cannot be kept
+//
+// Every store has a largest record (pgstore: a JSONB value, 255 MiB by
+// default; redisstore: a Redis string, 511 MiB by default; both
+// configurable by Options.MaxRecordBytes). A response larger than that
+// is returned to the first client as the handler made it, but it cannot be
+// stored for replay: the store refuses it before sending it (ErrTooLarge),
+// and the record is completed with a marker instead, so that the key stays
+// completed and the handler never runs again for it. A retry gets 422
+// idempotency_response_not_kept; the log line of the first request has
+// outcome "not_kept". A Function whose result does not encode as JSON (a
+// NaN) is treated the same way: the caller gets the result, a repeat fails
+// with ErrResultNotKept, and SQSHandler skips such a record as done.
 //
 // When the store fails after the handler ran, the handler's response is
 // returned all the same and the failure is logged. A Complete that still
@@ -329,10 +396,15 @@
 //	Renewal         the input of Renew: a lease renewed while a run lasts
 //	Ref             one record (UserID, Key) and the owner token that claims it
 //	Record, Status  a record as kept: in progress (leased) or completed
-//	StoredResponse  the response a replay returns, byte for byte
+//	StoredResponse  the response a replay returns, byte for byte, or the
+//	                not-kept marker (NotKept) of a response too large to keep
 //	ErrLeaseLost    what Complete, Release and Renew return when the token
 //	                no longer owns the record
-//	StoreError      how every other failure is wrapped (answered with 503)
+//	StoreError      how every other failure is wrapped: Permanent set for
+//	                what no retry cures (answered 500), else transient (503)
+//	ErrTooLarge     wrapped by the permanent StoreError of a Complete whose
+//	                response exceeds the store's largest record
+//	Checker         an optional Check of the store's own, run by CheckStore
 //	Admin, ListQuery  the optional capability of reading, listing and
 //	                deleting records, for operators and the replay hook
 //
@@ -344,7 +416,9 @@
 // TTL ran out, judged against the earlier of the caller's clock (Claim.Now)
 // and the server's; the same owner claiming its own in-progress record for
 // the same RequestHash succeeds (a lost reply); Complete and Release are
-// fenced by the owner token and change nothing they do not own. The
+// fenced by the owner token and change nothing they do not own; each store
+// knows its largest record and refuses a larger response before sending it;
+// its one error translation marks the permanent failures. The
 // conformance suite in idempotency/storetest checks each rule against a real
 // server (storetest.Run), and idempotencytest.RunHTTPBehaviour and its
 // siblings run every shape's behaviour table on the store; pgstore,

@@ -58,13 +58,37 @@ type FunctionConfig[In any] struct {
 	// MaxLease bounds how long a claim protects a record whose owner
 	// neither completed nor released it (it crashed or timed out). The lease
 	// ends at the invocation's deadline (ctx.Deadline()) plus LeaseMargin,
-	// never later than now + MaxLease; with no deadline, at now + MaxLease.
-	// Defaults to 15m (DefaultMaxLease).
+	// never later than now + MaxLease; with no deadline the lease is renewed
+	// instead (see Heartbeat), or, with Heartbeat set to HeartbeatOff, ends
+	// at now + MaxLease. Defaults to 15m (DefaultMaxLease).
 	MaxLease time.Duration
 
 	// LeaseMargin is added to the invocation's deadline when computing the
 	// lease. Defaults to 2s (DefaultLeaseMargin).
 	LeaseMargin time.Duration
+
+	// Heartbeat is the lease of a call that has no deadline (a call outside
+	// Lambda), renewed every third of it while the function runs (see
+	// Config.Heartbeat). Defaults to 30s (DefaultHeartbeat); HeartbeatOff
+	// turns renewal off.
+	Heartbeat time.Duration
+
+	// HeartbeatLongRuns renews the leases of calls with a deadline too, when
+	// the deadline's lease would be longer than Heartbeat (see
+	// Config.HeartbeatLongRuns). Defaults to false.
+	HeartbeatLongRuns bool
+
+	// WaitForResult lets a repeat that finds its key in progress wait for
+	// the first call's result, up to this long and never past its own
+	// deadline, and return it instead of ErrInProgress (SQSHandler: instead
+	// of reporting the record failed); see Config.WaitForResult. Defaults
+	// to 0: no wait.
+	WaitForResult time.Duration
+
+	// LocalCache keeps completed results in memory, in this execution
+	// environment, so that a repeat returns without a store round trip (see
+	// LocalCache). Defaults to nil: no cache.
+	LocalCache *LocalCache
 
 	// FinishTimeout bounds completing or releasing a record after the
 	// function returned, retries included (see Config.FinishTimeout).
@@ -125,10 +149,15 @@ func (c FunctionConfig[In]) common() Config {
 		LeaseMargin:   c.LeaseMargin,
 		FinishTimeout: c.FinishTimeout,
 		Owner:         c.Owner,
-		Clock:         c.Clock,
-		Logger:        c.Logger,
-		Metrics:       c.Metrics,
-		Namespace:     c.Namespace,
+
+		Heartbeat:         c.Heartbeat,
+		HeartbeatLongRuns: c.HeartbeatLongRuns,
+		WaitForResult:     c.WaitForResult,
+		LocalCache:        c.LocalCache,
+		Clock:             c.Clock,
+		Logger:            c.Logger,
+		Metrics:           c.Metrics,
+		Namespace:         c.Namespace,
 	}
 }
 
@@ -140,6 +169,7 @@ func (c FunctionConfig[In]) withDefaults() FunctionConfig[In] {
 	}
 	d := c.common().withDefaults()
 	c.TTL, c.MaxLease, c.LeaseMargin, c.FinishTimeout = d.TTL, d.MaxLease, d.LeaseMargin, d.FinishTimeout
+	c.Heartbeat = d.Heartbeat
 	c.Owner, c.Clock, c.Logger, c.Metrics, c.Namespace = d.Owner, d.Clock, d.Logger, d.Metrics, d.Namespace
 	return c
 }
@@ -157,6 +187,7 @@ func (c FunctionConfig[In]) validate() error {
 		errs = append(errs, errors.New("FunctionConfig.Key is nil: pass a function that returns the input's idempotency key (an event id, a message id)"))
 	}
 	errs = append(errs, validateTimes("FunctionConfig", c.TTL, c.MaxLease, c.LeaseMargin, c.FinishTimeout)...)
+	errs = append(errs, validateRunOptions("FunctionConfig", c.Heartbeat, c.WaitForResult, c.LocalCache)...)
 	if err := validateKeyPrefix("FunctionConfig", c.KeyPrefix); err != nil {
 		errs = append(errs, err)
 	}
@@ -181,12 +212,17 @@ func (c FunctionConfig[In]) validate() error {
 //   - a repeat while the first call still runs fails with ErrInProgress, and
 //     fn does not run twice;
 //   - when the store cannot be reached the call fails with a *StoreError
-//     and fn does not run (fail closed), so that the trigger retries.
+//     and fn does not run (fail closed), so that the trigger retries; a
+//     store that refuses the call for good (StoreError.Permanent: a missing
+//     grant or table) is not retried, and fails the call the same way.
 //
-// Out must encode as JSON (encoding/json); a result that does not is
-// returned as an error and its record released. A repeat gets the result
-// as json.Unmarshal decodes it into Out: unexported fields and what JSON
-// cannot carry are not repeated.
+// Out should encode as JSON (encoding/json). A result that does not (a NaN,
+// a channel) or that is larger than the store's largest record is returned
+// to this caller all the same, but cannot be kept: the key is completed
+// with a marker, and every repeat fails with ErrResultNotKept without
+// running fn (fn's work is done; running it again would do it twice). A
+// repeat of a kept result gets it as json.Unmarshal decodes it into Out:
+// unexported fields and what JSON cannot carry are not repeated.
 //
 // Inside fn, DoNotStore makes this call's result not count (the record is
 // released), and AtomicResult lets fn complete the record in its own
@@ -243,6 +279,9 @@ func (f *function[In, Out]) call(ctx context.Context, in In) (out Out, err error
 		case rec.Status == StatusInProgress:
 			obs.outcome = OutcomeInProgress
 			return out, fmt.Errorf("%w: key %q", ErrInProgress, key)
+		case rec.Status == StatusCompleted && rec.Response != nil && rec.Response.NotKept:
+			obs.outcome, obs.reason = OutcomeReplayed, CodeResponseNotKept
+			return out, fmt.Errorf("%w: key %q", ErrResultNotKept, key)
 		case rec.Status == StatusCompleted && rec.Response != nil:
 			obs.outcome = OutcomeReplayed
 			if f.cfg.OnReplay != nil {
@@ -269,7 +308,11 @@ func (f *function[In, Out]) call(ctx context.Context, in In) (out Out, err error
 		}
 		resp, err := resultResponse(out)
 		if err != nil {
-			return StoredResponse{}, false, fmt.Errorf("idempotency: the result of %s cannot be stored: %w", f.cfg.Name, err)
+			// fn did its work: the key is completed with the not-kept
+			// marker, so that a repeat fails with ErrResultNotKept
+			// instead of running fn again.
+			obs.err = fmt.Errorf("the result of %s does not encode as JSON: %w", f.cfg.Name, err)
+			return notKept(http.StatusOK), true, nil
 		}
 		return resp, true, nil
 	})

@@ -37,6 +37,12 @@ const (
 	// refused with 503; on complete or release the handler's response was
 	// returned and the record is left to its lease.
 	OutcomeStoreError Outcome = "store_error"
+	// OutcomeNotKept: the handler ran and completed, but its response could
+	// not be kept (too large for the store, or a function result that does
+	// not encode): the record is completed with the not-kept marker, and
+	// retries get 422 idempotency_response_not_kept (ErrResultNotKept for a
+	// function) instead of a second run.
+	OutcomeNotKept Outcome = "not_kept"
 	// OutcomeRejected: refused before the store was consulted (400 or 401).
 	OutcomeRejected Outcome = "rejected"
 	// OutcomeTooLarge: refused with 413 because the body is larger than
@@ -56,6 +62,18 @@ const metricClaimed = "claimed"
 // release that failed), whatever the retry gave.
 const metricStoreRetried = "store_retried"
 
+// metricCacheHit counts the requests answered from the local cache
+// (Config.LocalCache), with no store call.
+const metricCacheHit = "cache_hit"
+
+// metricWaited counts the duplicates that waited for the first run's answer
+// (Config.WaitForResult), whatever the wait gave.
+const metricWaited = "waited"
+
+// metricStorePermanent counts the requests in which the store failed for
+// good (StoreError.Permanent): a deployment to fix, not a blip.
+const metricStorePermanent = "store_permanent"
+
 // observation gathers what one protected request did; emit writes it as
 // one log line and one EMF line.
 type observation struct {
@@ -74,6 +92,12 @@ type observation struct {
 	storeMS   []storeCall
 	handlerMS float64
 	err       error // internal; logged, never sent to a client
+	permanent bool  // a store call failed for good (StoreError.Permanent)
+
+	hash      string // the request's fingerprint, kept with a cached record
+	cached    bool   // answered from the local cache, no store call
+	waited    bool   // a duplicate polled for the first run's answer
+	heartbeat bool   // the run's lease is renewed while it runs
 }
 
 // storeCall is the latency of one Store call; a repeated call adds up.
@@ -99,10 +123,12 @@ func (o *observation) timed(op string, call func() error) error {
 	return err
 }
 
-// retried reports whether a Store call was made more than once.
+// retried reports whether a Store call was made more than once after a
+// failure (the renewals of a heartbeat and the polls of a wait are many by
+// design).
 func (o *observation) retried() bool {
 	for _, c := range o.storeMS {
-		if c.calls > 1 {
+		if c.calls > 1 && c.op != "renew" && c.op != "wait" {
 			return true
 		}
 	}
@@ -112,14 +138,14 @@ func (o *observation) retried() bool {
 func (o *observation) emit(ctx context.Context, logger *slog.Logger, metrics *metricsWriter) {
 	level := slog.LevelInfo
 	switch o.outcome {
-	case OutcomeLeaseLost:
+	case OutcomeLeaseLost, OutcomeNotKept:
 		level = slog.LevelWarn
 	case OutcomeStoreError:
 		level = slog.LevelError
 	}
 	if logger.Enabled(ctx, level) {
-		// At most 13 attributes: built on the stack, not grown on the heap.
-		var buf [13]slog.Attr
+		// At most 16 attributes: built on the stack, not grown on the heap.
+		var buf [16]slog.Attr
 		attrs := append(buf[:0], slog.String("outcome", string(o.outcome)))
 		if o.function != "" {
 			attrs = append(attrs, slog.String("function", o.function))
@@ -142,6 +168,12 @@ func (o *observation) emit(ctx context.Context, logger *slog.Logger, metrics *me
 			attrs = append(attrs, slog.String("reason", o.reason))
 		}
 		attrs = append(attrs, slog.Bool("claimed", o.claimed))
+		if o.cached {
+			attrs = append(attrs, slog.Bool("cached", true))
+		}
+		if o.heartbeat {
+			attrs = append(attrs, slog.Bool("heartbeat", true))
+		}
 		if o.handler != "" {
 			attrs = append(attrs, slog.String("handler", o.handler), slog.Float64("handler_ms", o.handlerMS))
 		}
@@ -150,7 +182,7 @@ func (o *observation) emit(ctx context.Context, logger *slog.Logger, metrics *me
 			for _, c := range o.storeMS {
 				msKey, callsKey := storeKeys(c.op)
 				store = append(store, slog.Float64(msKey, c.ms))
-				if c.calls > 1 {
+				if c.calls > 1 || c.op == "wait" || c.op == "renew" {
 					store = append(store, slog.Int(callsKey, c.calls))
 				}
 			}
@@ -159,16 +191,28 @@ func (o *observation) emit(ctx context.Context, logger *slog.Logger, metrics *me
 		if o.err != nil {
 			attrs = append(attrs, slog.String("error", o.err.Error()))
 		}
+		if o.permanent {
+			attrs = append(attrs, slog.Bool("permanent", true))
+		}
 		logger.LogAttrs(ctx, level, "idempotency", attrs...)
 	}
 
-	var names [3]string
+	var names [6]string
 	counts := append(names[:0], string(o.outcome))
 	if o.claimed {
 		counts = append(counts, metricClaimed)
 	}
+	if o.cached {
+		counts = append(counts, metricCacheHit)
+	}
+	if o.waited {
+		counts = append(counts, metricWaited)
+	}
 	if o.retried() {
 		counts = append(counts, metricStoreRetried)
+	}
+	if o.permanent {
+		counts = append(counts, metricStorePermanent)
 	}
 	metrics.write(o.start, counts)
 }
@@ -185,6 +229,8 @@ func storeKeys(op string) (ms, calls string) {
 		return "release_ms", "release_calls"
 	case "renew":
 		return "renew_ms", "renew_calls"
+	case "wait":
+		return "wait_ms", "wait_calls"
 	}
 	return op + "_ms", op + "_calls"
 }

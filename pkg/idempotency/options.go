@@ -74,11 +74,12 @@ type Replay struct {
 	// hook only observes.
 	Header http.Header
 	// CreatedAt is when the record was claimed by the request it replays.
-	// Zero when the store does not say and cannot be asked (a Store
-	// without the Admin capability).
+	// Zero on a replay from Config.LocalCache (which keeps no creation
+	// time, so that a cached replay makes no round trip) and when the store
+	// neither says nor can be asked (a Store without the Admin capability).
 	CreatedAt time.Time
 	// ExpiresAt is when the record expires and a new request with the key
-	// runs again. Zero like CreatedAt.
+	// runs again. Zero only when the store neither says nor can be asked.
 	ExpiresAt time.Time
 }
 
@@ -86,8 +87,8 @@ type Replay struct {
 // claim answered without them (pgstore's replay is the stored envelope
 // alone): one more read, made only when a replay hook wants them.
 func (e *engine) replayMetadata(ctx context.Context, obs *observation, rec Record) Record {
-	if !rec.CreatedAt.IsZero() && !rec.ExpiresAt.IsZero() {
-		return rec
+	if !rec.ExpiresAt.IsZero() {
+		return rec // from the store's claim, or the local cache (no CreatedAt)
 	}
 	admin, ok := e.store.(Admin)
 	if !ok {

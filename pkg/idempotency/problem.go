@@ -22,6 +22,15 @@ const (
 	// CodeStoreUnavailable: the store could not be reached; the handler did
 	// not run (503, Retry-After).
 	CodeStoreUnavailable = "idempotency_store_unavailable"
+	// CodeStoreMisconfigured: the store refused the claim for good (missing
+	// privileges or objects, failed authentication); the handler did not
+	// run, and a retry will not succeed until the deployment is fixed (500,
+	// no Retry-After).
+	CodeStoreMisconfigured = "idempotency_store_misconfigured"
+	// CodeResponseNotKept: the request with this key ran and completed, but
+	// its response could not be kept for replay (it was larger than the
+	// store's largest record); it does not run again (422).
+	CodeResponseNotKept = "idempotency_response_not_kept"
 	// CodeValidation: the body could not be read as sent (a body marked
 	// base64 that is not base64) (400).
 	CodeValidation = "validation_failed"

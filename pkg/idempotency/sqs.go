@@ -50,7 +50,8 @@ func SQSBody(m events.SQSMessage) ([]byte, error) { return []byte(m.Body), nil }
 //     its key released, so that its redelivery runs fn again; the other
 //     records of the batch are not retried;
 //   - a record whose key completed before (a redelivered message, a
-//     duplicate) is skipped as done, without running fn;
+//     duplicate) is skipped as done, without running fn, also when its
+//     record is the not-kept marker (ErrResultNotKept);
 //   - a record whose key is in progress in another invocation is reported
 //     failed without running fn, so that it comes back after the
 //     visibility timeout and is then skipped or run;
@@ -103,7 +104,7 @@ func SQSHandler(fn func(ctx context.Context, m events.SQSMessage) error, cfg Fun
 				fail(m)
 				continue
 			}
-			if err := runRecord(ctx, once, m); err != nil {
+			if err := runRecord(ctx, once, m); err != nil && !errors.Is(err, ErrResultNotKept) {
 				logger.LogAttrs(ctx, recordLevel(err), "idempotency sqs record failed",
 					slog.String("function", cfg.Name), slog.String("message_id", m.MessageId), slog.String("error", err.Error()))
 				fail(m)

@@ -20,10 +20,39 @@ import (
 // stores are the caller's. An injected clock set in the past therefore still
 // drives every branch (the conformance suite's clock runs an hour behind).
 //
-// Errors: a Store returns ErrLeaseLost from Complete, Release and Renew when
-// the caller no longer owns the record, and wraps every other failure (network,
-// timeout, server error) in a *StoreError, which the decorator answers with
-// 503. A Store never returns driver errors unwrapped.
+// Errors: a Store returns ErrLeaseLost from Complete, Release and Renew
+// when the caller no longer owns the record, and wraps every other failure (network,
+// timeout, server error) in a *StoreError. A Store never returns driver
+// errors unwrapped. Its one place of error translation sets
+// StoreError.Permanent on the failures that the same call can never
+// overcome by being repeated: missing privileges, missing objects (a table,
+// a function, a schema, a database), failed authentication, a value under
+// the store's keys that is not a record, a response too large to keep
+// (ErrTooLarge). Everything else (timeouts, refused or reset connections,
+// a failover's read-only or loading server, throttling, out of memory) is
+// transient and leaves Permanent false. When in doubt, transient.
+//
+// What the engine does with them: a transient claim failure is recovered
+// from (the claim is repeated with the same owner token, then released)
+// and answered 503 idempotency_store_unavailable with Retry-After; a
+// permanent one is answered at once, without a second claim or a release,
+// with 500 idempotency_store_misconfigured and no Retry-After, and logged
+// with "permanent": true. A Complete or Release that fails transiently is
+// retried within the finish timeout; a permanent failure is not retried.
+// Every failure fails closed: the work never runs without a claim.
+//
+// Size: every store has a largest record it can keep (a PostgreSQL JSONB
+// value, a Redis string, a DynamoDB item), and knows it. Complete measures
+// the record it would write before sending anything; when the response
+// does not fit it writes nothing and returns a *StoreError with Permanent
+// set that wraps ErrTooLarge, so that the engine is told at once instead of
+// after a round trip of hundreds of megabytes. The engine then completes
+// the record with the not-kept marker (StoredResponse.NotKept), which every
+// store must be able to keep, since it carries no headers and no body: the
+// key stays completed and the work never runs again.
+//
+// Start-up: CheckStore probes a Store through its own three calls; a Store
+// may also implement Checker for checks of its own.
 type Store interface {
 	// Claim atomically, in one round trip, either inserts the record as in
 	// progress, owned by c.Owner with a lease until c.LeaseUntil, or returns
@@ -47,8 +76,14 @@ type Store interface {
 	// completed and sets its expiry to c.ExpiresAt, but only while c.Ref.Owner
 	// still owns it as in progress.
 	//
+	// A response whose record would exceed the store's largest record is
+	// refused before anything is sent. A Response with NotKept set must be
+	// kept with its mark, and returned by Claim with it.
+	//
 	// Errors: ErrLeaseLost when the record is gone or owned by someone else
-	// (nothing is written); *StoreError on any other failure.
+	// (nothing is written); a permanent *StoreError wrapping ErrTooLarge
+	// when the response does not fit (nothing is written, the record stays
+	// the caller's, in progress); *StoreError on any other failure.
 	Complete(ctx context.Context, c Completion) error
 
 	// Release deletes the in-progress record named by r, but only while
@@ -178,6 +213,31 @@ type StoredResponse struct {
 	Body string `json:"body"`
 	// IsBase64Encoded is the handler's own flag for Body.
 	IsBase64Encoded bool `json:"isBase64Encoded,omitempty"`
+	// NotKept marks the record of a run that completed but whose response
+	// could not be kept: it was too large for the store (ErrTooLarge), or a
+	// function's result does not encode as JSON. StatusCode then holds the
+	// first response's status (200 for a function), and Headers, Body and
+	// IsBase64Encoded are empty. A Store keeps the mark with the record and
+	// returns it from Claim like any other field; the engine answers a
+	// retry with it (422 idempotency_response_not_kept for HTTP,
+	// ErrResultNotKept for a function, a record skipped as done for SQS)
+	// and never runs the work again.
+	NotKept bool `json:"notKept,omitempty"`
+}
+
+// notKept is the marker response of a run that completed with status but
+// whose response could not be kept.
+func notKept(status int) StoredResponse {
+	return StoredResponse{StatusCode: status, NotKept: true}
+}
+
+// Checker is implemented by a Store that can check, before the first
+// request, what its three calls need beyond what CheckStore's probe shows
+// (a purge job, a server setting). Check changes no record, and returns nil
+// or a *StoreError, with Permanent set when the fault is one of
+// configuration that retrying will not cure.
+type Checker interface {
+	Check(ctx context.Context) error
 }
 
 // Admin is an optional capability of a Store: reading and deleting records

@@ -119,7 +119,10 @@ func (d *decorator) serve(ctx context.Context, view Request, run func(ctx contex
 	}
 
 	ref, res, err := d.e.claim(ctx, obs, userID, RecordKey(d.cfg.KeyPrefix, d.cfg.KeyFormat, key), hash)
-	if err != nil {
+	switch {
+	case IsPermanent(err):
+		return refuse(OutcomeStoreError, storeMisconfigured())
+	case err != nil:
 		return refuse(OutcomeStoreError, storeUnavailable())
 	}
 
@@ -132,6 +135,9 @@ func (d *decorator) serve(ctx context.Context, view Request, run func(ctx contex
 		case rec.Status == StatusInProgress:
 			return refuse(OutcomeInProgress, problem.New(http.StatusConflict, CodeKeyInUse,
 				"A request with this Idempotency-Key is still being processed. Retry after the delay in Retry-After."))
+		case rec.Status == StatusCompleted && rec.Response != nil && rec.Response.NotKept:
+			return refuse(OutcomeReplayed, problem.New(http.StatusUnprocessableEntity, CodeResponseNotKept,
+				"The request with this Idempotency-Key was processed, but its response was too large to be kept for replay. It will not be processed again; use a new key for a new request."))
 		case rec.Status == StatusCompleted && rec.Response != nil:
 			obs.outcome, obs.status = OutcomeReplayed, rec.Response.StatusCode
 			answer := d.replay(*rec.Response)
@@ -246,6 +252,14 @@ func (d *decorator) userID(ctx context.Context, view Request) (userID, detail st
 		return "", "The request carries no authenticated user.", err
 	}
 	return SubjectUUID(sub), "", nil
+}
+
+// storeMisconfigured is the answer to a claim the store refused for good:
+// 500 without Retry-After, since retrying cannot help until the deployment
+// is fixed.
+func storeMisconfigured() problem.Details {
+	return problem.New(http.StatusInternalServerError, CodeStoreMisconfigured,
+		"The request was not processed because the idempotency store refuses this service's requests. Retrying will not help until the service is fixed.")
 }
 
 func storeUnavailable() problem.Details {

@@ -117,7 +117,8 @@ func TestClaimCarriesLeaseExpiryAndOwner(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, http.StatusCreated, resp.StatusCode)
 
-	// No deadline and no Lambda context: a random owner, the maximum lease.
+	// No deadline and no Lambda context: a random owner, one heartbeat's
+	// lease (renewed while the handler runs; see heartbeat_test.go).
 	resp, err = h(context.Background(), request(userA, keyB))
 	require.NoError(t, err)
 	require.Equal(t, http.StatusCreated, resp.StatusCode)
@@ -139,7 +140,7 @@ func TestClaimCarriesLeaseExpiryAndOwner(t *testing.T) {
 
 	c = store.claims[1]
 	require.Len(t, c.Owner, 32)
-	require.Equal(t, now.Add(time.Minute), c.LeaseUntil)
+	require.Equal(t, now.Add(idempotency.DefaultHeartbeat), c.LeaseUntil)
 
 	require.Equal(t, now, store.claims[2].LeaseUntil)
 }

@@ -33,6 +33,7 @@ type envelope struct {
 	Body            string            `json:"body"`
 	BodyEncoding    string            `json:"bodyEncoding,omitempty"`
 	IsBase64Encoded bool              `json:"isBase64Encoded,omitempty"`
+	NotKept         bool              `json:"notKept,omitempty"`
 }
 
 // jsonbSafe reports whether s survives as JSONB text unchanged.
@@ -92,6 +93,9 @@ func encodeEnvelope(r idempotency.StoredResponse) (string, error) {
 	if r.IsBase64Encoded {
 		b = append(b, `,"isBase64Encoded":true`...)
 	}
+	if r.NotKept {
+		b = append(b, `,"notKept":true`...)
+	}
 	b = append(b, '}')
 	return string(b), nil
 }
@@ -138,7 +142,7 @@ func decodeEnvelope(text string) (*idempotency.StoredResponse, error) {
 			return nil, fmt.Errorf("decoding the response envelope: %w", err)
 		}
 	}
-	r := &idempotency.StoredResponse{StatusCode: env.Status, Body: env.Body, IsBase64Encoded: env.IsBase64Encoded}
+	r := &idempotency.StoredResponse{StatusCode: env.Status, Body: env.Body, IsBase64Encoded: env.IsBase64Encoded, NotKept: env.NotKept}
 	switch env.BodyEncoding {
 	case "":
 	case encodingBase64:
@@ -187,7 +191,7 @@ func parseEnvelope(text string) (envelope, bool) {
 	if p.byte('}') {
 		return env, p.end()
 	}
-	seen := make(map[string]bool, 6)
+	seen := make(map[string]bool, 7)
 	for {
 		name, ok := p.str()
 		if !ok || !p.byte(':') || seen[name] {
@@ -213,6 +217,10 @@ func parseEnvelope(text string) (envelope, bool) {
 			}
 		case "isBase64Encoded":
 			if env.IsBase64Encoded, ok = p.bool(); !ok {
+				return env, false
+			}
+		case "notKept":
+			if env.NotKept, ok = p.bool(); !ok {
 				return env, false
 			}
 		case "headers":

@@ -63,7 +63,8 @@ func TestMigrateIntoChosenSchema(t *testing.T) {
 	require.Equal(t, schema, res.Schema)
 	require.Equal(t, []string{"0001_idempotency_keys.sql", "0002_purge_procedure.sql", "0003_hot_path_functions.sql", "0004_lean_claim.sql", "0005_no_check_constraints.sql", "0006_lease_renewal.sql"}, res.Applied)
 	require.NotNil(t, res.Purge)
-	require.Equal(t, "purge-idempotency-"+schema, res.Purge.Name)
+	require.Equal(t, "purge-idempotency "+res.Purge.Database+`."`+schema+`"`, res.Purge.Name)
+	require.Equal(t, `CALL "`+schema+`".purge_expired_idempotency_keys()`, res.PurgeCommand)
 
 	var command, database string
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT command, database FROM cron.job WHERE jobname = $1`, res.Purge.Name).Scan(&command, &database))
@@ -110,8 +111,9 @@ func TestMigrateCronOff(t *testing.T) {
 	require.Nil(t, res.Purge)
 	require.Equal(t, db.Schema, res.Schema, "the connection's current schema by default")
 	var jobs int
-	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM cron.job WHERE jobname LIKE '%-' || $1`, db.Schema).Scan(&jobs))
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM cron.job WHERE command LIKE '%' || $1 || '.purge_expired_idempotency_keys()'`, db.Schema).Scan(&jobs))
 	require.Zero(t, jobs)
+	require.Equal(t, "CALL "+db.Schema+".purge_expired_idempotency_keys()", res.PurgeCommand, "what a scheduler of the user's own calls")
 
 	_, err = pgstore.Migrate(ctx, db.Pool, &pgstore.MigrateOptions{Cron: "sometimes"})
 	require.ErrorContains(t, err, "MigrateOptions.Cron")

@@ -52,15 +52,32 @@ import (
 // Options configures a Store. A nil *Options means all defaults.
 type Options struct {
 	// Schema is the schema that holds the key store, as Migrate (or the
-	// migration files) created it there. Defaults to "", which follows the
-	// connection's search_path (public in a deployment).
+	// migration files) created it there: its name as it is, unquoted (the
+	// Store quotes it). Defaults to "", which follows the connection's
+	// search_path (public in a deployment).
 	Schema string
+
+	// MaxRecordBytes is the largest response envelope (the JSON text of
+	// the status, headers and body that response_body keeps) that Complete
+	// sends. A larger one is refused before anything is sent, with a
+	// permanent *idempotency.StoreError wrapping idempotency.ErrTooLarge,
+	// and the record is completed with the not-kept marker instead.
+	// Defaults to 255 MiB (DefaultMaxRecordBytes), just under JSONB's
+	// limit; values above it are lowered to it.
+	MaxRecordBytes int
 }
+
+// DefaultMaxRecordBytes is the largest response envelope a Store sends by
+// default: 255 MiB, under the 256 MiB (2^28 - 1 bytes) that a JSONB value,
+// and each string in it, can hold, with room for the envelope's own
+// members.
+const DefaultMaxRecordBytes = 255 << 20
 
 // Store is an idempotency.Store on PostgreSQL. It is safe for concurrent use.
 type Store struct {
-	db  querier
-	sql statements
+	db        querier
+	sql       statements
+	maxRecord int
 }
 
 // querier is what a Store needs of a pool; a pgx.Tx has it too, which is how
@@ -79,7 +96,11 @@ func New(pool *pgxpool.Pool, opts *Options) *Store {
 	if opts != nil && opts.Schema != "" {
 		qualify = func(name string) string { return pgx.Identifier{opts.Schema, name}.Sanitize() }
 	}
-	return &Store{db: pool, sql: newStatements(qualify)}
+	maxRecord := DefaultMaxRecordBytes
+	if opts != nil && opts.MaxRecordBytes > 0 && opts.MaxRecordBytes < maxRecord {
+		maxRecord = opts.MaxRecordBytes
+	}
+	return &Store{db: pool, sql: newStatements(qualify), maxRecord: maxRecord}
 }
 
 // statements holds the store's statements, with the schema filled in.
@@ -139,7 +160,8 @@ func (s *Store) Claim(ctx context.Context, c idempotency.Claim) (idempotency.Cla
 		}
 		rec.RequestHash = answer[2:]
 	default:
-		return idempotency.ClaimResult{}, storeError(ctx, "claim", fmt.Errorf("the claim function returned %.20q, which this version does not know", answer))
+		return idempotency.ClaimResult{}, &idempotency.StoreError{Op: "claim", Permanent: true,
+			Err: fmt.Errorf("the claim function returned %.20q, which this version does not know", answer)}
 	}
 	return idempotency.ClaimResult{Record: rec}, nil
 }
@@ -174,6 +196,10 @@ func (s *Store) complete(ctx context.Context, db querier, c idempotency.Completi
 	env, err := encodeEnvelope(c.Response)
 	if err != nil {
 		return &idempotency.StoreError{Op: "complete", Err: err}
+	}
+	if len(env) > s.maxRecord {
+		return &idempotency.StoreError{Op: "complete", Permanent: true, Err: fmt.Errorf(
+			"%w: the envelope is %d bytes, the most this store keeps is %d (Options.MaxRecordBytes)", idempotency.ErrTooLarge, len(env), s.maxRecord)}
 	}
 	var written bool
 	if err := db.QueryRow(ctx, s.sql.complete, c.UserID, c.Key, c.Owner, env, c.Response.StatusCode, c.ExpiresAt).Scan(&written); err != nil {
@@ -214,9 +240,11 @@ func (s *Store) Renew(ctx context.Context, r idempotency.Renewal) error {
 // storeError is the one place where a driver error becomes a
 // *idempotency.StoreError. A cancelled or expired context stays visible to
 // errors.Is, and the failures an operator can act on get a message that says
-// what to do.
+// what to do. The failures no retry can cure are marked Permanent
+// (permanent): missing privileges and objects, failed authentication.
 func storeError(ctx context.Context, op string, err error) error {
-	if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
+	ctxErr := ctx.Err()
+	if ctxErr != nil && !errors.Is(err, ctxErr) {
 		err = fmt.Errorf("%w: %w", ctxErr, err)
 	}
 	var pgErr *pgconn.PgError
@@ -224,9 +252,34 @@ func storeError(ctx context.Context, op string, err error) error {
 		switch pgErr.Code {
 		case pgerrcode.UndefinedTable, pgerrcode.UndefinedColumn, pgerrcode.UndefinedFunction, pgerrcode.InvalidSchemaName:
 			err = fmt.Errorf("the idempotency table or its functions are missing or outdated (apply the key store's migrations: pgstore.Migrate): %w", err)
+		case pgerrcode.InsufficientPrivilege:
+			err = fmt.Errorf("the database role lacks a privilege on the idempotency table or its functions (grant EXECUTE on the functions and SELECT, INSERT, UPDATE, DELETE on idempotency_keys, and USAGE on the schema): %w", err)
+		case pgerrcode.InvalidPassword, pgerrcode.InvalidAuthorizationSpecification:
+			err = fmt.Errorf("the database refused the credentials: %w", err)
+		case pgerrcode.InvalidCatalogName:
+			err = fmt.Errorf("the database does not exist: %w", err)
 		case pgerrcode.ReadOnlySQLTransaction:
 			err = fmt.Errorf("the server is read-only; the idempotency table lives on the writer: %w", err)
 		}
 	}
-	return &idempotency.StoreError{Op: op, Err: err}
+	return &idempotency.StoreError{Op: op, Err: err, Permanent: ctxErr == nil && permanent(pgErr)}
+}
+
+// permanent reports whether a server error is one that repeating the
+// statement cannot cure: class 28 (authentication), class 42 (privileges,
+// undefined objects, statements this schema does not match), 3D000 (no such
+// database) and 3F000 (no such schema). A read-only server is transient: it
+// is what a writer looks like during an Aurora failover.
+func permanent(pgErr *pgconn.PgError) bool {
+	if pgErr == nil {
+		return false
+	}
+	switch {
+	case pgerrcode.IsInvalidAuthorizationSpecification(pgErr.Code),
+		pgerrcode.IsSyntaxErrororAccessRuleViolation(pgErr.Code),
+		pgErr.Code == pgerrcode.InvalidCatalogName,
+		pgErr.Code == pgerrcode.InvalidSchemaName:
+		return true
+	}
+	return false
 }

@@ -3,6 +3,8 @@ package pgstore_test
 import (
 	"context"
 	"fmt"
+	"net/url"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -43,11 +45,36 @@ func newBrokenStore(t *testing.T) idempotency.Store {
 	return pgstore.New(newPool(t, fmt.Sprintf("postgres://postgres@127.0.0.1:%d/ichido?sslmode=disable&connect_timeout=5", port), nil), nil)
 }
 
+// newMisconfiguredStore returns a store that logs in as a role of its own
+// which may use the key store's schema but was granted nothing on its
+// table: every call is refused with "permission denied" (42501).
+func newMisconfiguredStore(t *testing.T) idempotency.Store {
+	db := pgtest.New(t)
+	ctx := context.Background()
+	role := "nogrant_" + strings.ReplaceAll(uuid.NewString()[:13], "-", "")
+	_, err := db.Pool.Exec(ctx, "CREATE ROLE "+role+" LOGIN")
+	require.NoError(t, err)
+	_, err = db.Pool.Exec(ctx, "GRANT USAGE ON SCHEMA "+db.Schema+" TO "+role)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_, _ = db.Pool.Exec(context.Background(), "DROP OWNED BY "+role)
+		_, _ = db.Pool.Exec(context.Background(), "DROP ROLE "+role)
+	})
+	u, err := url.Parse(db.URL)
+	require.NoError(t, err)
+	u.User = url.User(role)
+	return pgstore.New(newPool(t, u.String(), nil), nil)
+}
+
+// tooLargeBody is the body the conformance suite's stores refuse: their
+// largest record is set just below it.
+const tooLargeBody = 2 << 20
+
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	storetest.RunWithOptions(t, func(t *testing.T) idempotency.Store {
-		return pgstore.New(pgtest.New(t).Pool, nil)
-	}, storetest.Options{NewBrokenStore: newBrokenStore})
+		return pgstore.New(pgtest.New(t).Pool, &pgstore.Options{MaxRecordBytes: tooLargeBody})
+	}, storetest.Options{NewBrokenStore: newBrokenStore, NewMisconfiguredStore: newMisconfiguredStore, TooLargeBody: tooLargeBody})
 }
 
 // TestHTTPBehaviour runs the HTTP behaviour table (every payload shape and the

@@ -20,6 +20,9 @@ const (
 	statusCompleted  = 'c'
 
 	flagBodyBase64 = 1 << 0
+	// flagNotKept marks the not-kept marker of a completed run
+	// (idempotency.StoredResponse.NotKept).
+	flagNotKept = 1 << 1
 
 	offVersion = 0
 	offStatus  = 1
@@ -69,6 +72,9 @@ func encodeRecord(rec idempotency.Record) ([]byte, error) {
 		if rec.Response.IsBase64Encoded {
 			flags |= flagBodyBase64
 		}
+		if rec.Response.NotKept {
+			flags |= flagNotKept
+		}
 	default:
 		return nil, fmt.Errorf("unknown record status %q", rec.Status)
 	}
@@ -107,6 +113,9 @@ func encodeCompletion(resp idempotency.StoredResponse, expiresAt time.Time) (fla
 	flags = []byte{0}
 	if resp.IsBase64Encoded {
 		flags[0] |= flagBodyBase64
+	}
+	if resp.NotKept {
+		flags[0] |= flagNotKept
 	}
 	times = make([]byte, fixedLen-offLease)
 	binary.BigEndian.PutUint64(times[offExpires-offLease:], uint64(expiresAt.UnixMicro()))
@@ -200,6 +209,7 @@ func decodeRecord(userID, key, v string) (idempotency.Record, error) {
 	resp := &idempotency.StoredResponse{
 		StatusCode:      int(int32(uint32(v[offCode])<<24 | uint32(v[offCode+1])<<16 | uint32(v[offCode+2])<<8 | uint32(v[offCode+3]))),
 		IsBase64Encoded: v[offFlags]&flagBodyBase64 != 0,
+		NotKept:         v[offFlags]&flagNotKept != 0,
 	}
 	n := int(v[pos])<<8 | int(v[pos+1])
 	pos += 2

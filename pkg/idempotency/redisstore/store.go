@@ -5,9 +5,14 @@
 // handler wrapped by idempotency.Wrap does not change when the store does.
 // It needs Redis 7.0 or later, or Valkey (SET with both NX and GET).
 //
-// Each record is one string value under "<prefix>{<user_id>}:<key>". The
-// braces are a hash tag: on a cluster, every key of one user lives in the
-// same slot.
+// Each record is one string value under "<prefix>{<user_id>:<key>}". The
+// braces are a hash tag that holds the whole identity of the record, so
+// that on a cluster (Redis Cluster, ElastiCache Serverless) records spread
+// over every slot, even when they share one user: a Function without a
+// Scope keeps all its records under the function's user. Every command and
+// script touches one key. Records written under the earlier key name
+// "<prefix>{<user_id>}:<key>", whose hash tag held the user alone, are not
+// read; see docs/adr/0090-redis-hash-tag-per-record.md.
 //
 // # Operations
 //
@@ -54,7 +59,8 @@
 //
 //	0      1 byte   format version, 1
 //	1      1 byte   status: 'p' in progress, 'c' completed
-//	2      1 byte   flags: bit 0 set when the body is base64 (the handler's flag)
+//	2      1 byte   flags: bit 0 set when the body is base64 (the handler's flag),
+//	                bit 1 on the not-kept marker (StoredResponse.NotKept)
 //	3      8 bytes  created at
 //	11     8 bytes  lease until (0 once completed)
 //	19     8 bytes  expires at
@@ -76,12 +82,13 @@
 //
 // Earlier versions kept a record as a hash, one field per record field. A
 // command of the string layout on such a key answers WRONGTYPE; the store
-// then runs the hash layout's scripts on that key (legacy_hash_*.lua), so
-// a retry across the upgrade still replays and nothing runs twice. A claim
-// that takes over a hash record, or finds its key gone, writes the string
-// layout. Should the key change between the layouts under the store's feet
-// (an earlier version still writing), the store tries each layout again, a
-// bounded number of times, then fails with a StoreError.
+// then runs the hash layout's scripts on that key (legacy_hash_*.lua). A
+// claim that takes over a hash record, or finds its key gone, writes the
+// string layout. The versions that wrote hashes named their keys with the
+// user alone as the hash tag, a name this store does not read (see the key
+// layout above), so their records are not found either. Should the key
+// change between the layouts under the store's feet, the store tries each
+// layout again, a bounded number of times, then fails with a StoreError.
 package redisstore
 
 import (
@@ -107,16 +114,33 @@ const DefaultKeyPrefix = "ichido:idem:"
 type Options struct {
 	// KeyPrefix starts the key of every record, so that the records can share
 	// a server with other data and be found with SCAN. The full key is
-	// KeyPrefix + "{" + user id + "}:" + idempotency key. Defaults to
-	// "ichido:idem:".
+	// KeyPrefix + "{" + user id + ":" + idempotency key + "}". A prefix
+	// holding braces would make its own hash tag and put every record in
+	// one cluster slot: leave braces out. Defaults to "ichido:idem:".
 	KeyPrefix string
+
+	// MaxRecordBytes is the largest record Complete writes: the record
+	// format's fields, the headers and the body. A larger response is
+	// refused before anything is sent, with a permanent
+	// *idempotency.StoreError wrapping idempotency.ErrTooLarge, and the
+	// record is completed with the not-kept marker instead. Defaults to
+	// 511 MiB (DefaultMaxRecordBytes), under the 512 MB that a Redis string
+	// and a request argument (proto-max-bulk-len) hold by default; set it
+	// to your server's limit when that is lower. A server that refuses a
+	// larger value all the same answers with the same error.
+	MaxRecordBytes int
 }
+
+// DefaultMaxRecordBytes is the largest record a Store writes by default:
+// 511 MiB, under Redis's default 512 MB limit of a string value.
+const DefaultMaxRecordBytes = 511 << 20
 
 // Store is an idempotency.Store on Redis or Valkey. It is safe for
 // concurrent use.
 type Store struct {
-	client redis.UniversalClient
-	prefix string
+	client    redis.UniversalClient
+	prefix    string
+	maxRecord int
 }
 
 var _ idempotency.Store = (*Store)(nil)
@@ -130,12 +154,18 @@ func New(client redis.UniversalClient, opts *Options) *Store {
 	if opts != nil && opts.KeyPrefix != "" {
 		prefix = opts.KeyPrefix
 	}
-	return &Store{client: client, prefix: prefix}
+	maxRecord := DefaultMaxRecordBytes
+	if opts != nil && opts.MaxRecordBytes > 0 {
+		maxRecord = opts.MaxRecordBytes
+	}
+	return &Store{client: client, prefix: prefix, maxRecord: maxRecord}
 }
 
-// Key returns the Redis key of the record of user's idempotency key.
+// Key returns the Redis key of the record of user's idempotency key. Its
+// hash tag (the part in braces) is the user and the key together, so that
+// the records of one user spread over a cluster's slots.
 func (s *Store) Key(userID, key string) string {
-	return s.prefix + "{" + userID + "}:" + key
+	return s.prefix + "{" + userID + ":" + key + "}"
 }
 
 //go:embed record.lua
@@ -297,6 +327,11 @@ func (s *Store) Complete(ctx context.Context, c idempotency.Completion) error {
 	if err != nil {
 		return storeError(ctx, "complete", err)
 	}
+	// The record keeps the claim's request hash (64 bytes) and owner
+	// token, as in progress.
+	if size := minRecordLen + 64 + len(c.Owner) + len(headers) + len(c.Response.Body); size > s.maxRecord {
+		return storeError(ctx, "complete", fmt.Errorf("%w: the record would be %d bytes, the most this store writes is %d (Options.MaxRecordBytes)", idempotency.ErrTooLarge, size, s.maxRecord))
+	}
 	keys := []string{s.Key(c.UserID, c.Key)}
 	ttl := ttlMillis(c.Now, c.ExpiresAt)
 	n, err := eitherLayout(func(hash bool) (int64, error) {
@@ -316,6 +351,11 @@ func (s *Store) Complete(ctx context.Context, c idempotency.Completion) error {
 
 // completeHash is Complete on a key that holds a record of the hash layout.
 func (s *Store) completeHash(ctx context.Context, keys []string, c idempotency.Completion, ttl int64) (int64, error) {
+	if c.Response.NotKept {
+		// Only a claim of an earlier version makes a hash record, and
+		// this version never completes one with the marker it lacks.
+		return 0, errors.New("the hash layout cannot keep the not-kept marker")
+	}
 	headers, headersEncoding, err := encodeHashHeaders(c.Response.Headers)
 	if err != nil {
 		return 0, err
@@ -383,26 +423,47 @@ func (s *Store) Renew(ctx context.Context, r idempotency.Renewal) error {
 // storeError is the one place where a client error becomes a
 // *idempotency.StoreError. A cancelled or expired context stays visible to
 // errors.Is, and the failures an operator can act on get a message that says
-// what to do.
+// what to do. The failures no retry can cure are marked Permanent: refused
+// credentials and ACLs, commands the server does not have, a value under
+// the prefix that is not a record, a record too large.
 func storeError(ctx context.Context, op string, err error) error {
-	if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
+	ctxErr := ctx.Err()
+	if ctxErr != nil && !errors.Is(err, ctxErr) {
 		err = fmt.Errorf("%w: %w", ctxErr, err)
 	}
+	permanent := false
 	switch {
+	case errors.Is(err, idempotency.ErrTooLarge):
+		permanent = true
 	case errors.Is(err, redis.Nil):
 		err = fmt.Errorf("the server returned no reply to the %s script: %w", op, err)
 	case errors.Is(err, errNotRecord), strings.Contains(err.Error(), "is not an idempotency record"):
 		err = fmt.Errorf("a key under the idempotency prefix holds a value that is not a record (is Options.KeyPrefix shared with other data?): %w", err)
+		permanent = true
 	case redis.HasErrorPrefix(err, "WRONGTYPE"):
 		err = fmt.Errorf("a key under the idempotency prefix holds another type of value (is Options.KeyPrefix shared with other data?): %w", err)
+		permanent = true
+	case redis.HasErrorPrefix(err, "NOPERM"):
+		err = fmt.Errorf("the server's ACL refuses the user a command or a key the store needs (SET, GET, EVALSHA, EVAL on keys under Options.KeyPrefix): %w", err)
+		permanent = true
+	case redis.HasErrorPrefix(err, "WRONGPASS"), redis.HasErrorPrefix(err, "NOAUTH"):
+		err = fmt.Errorf("the server refused the credentials: %w", err)
+		permanent = true
 	case redis.HasErrorPrefix(err, "OOM"):
 		err = fmt.Errorf("the server is out of memory (maxmemory reached with the noeviction policy): %w", err)
 	case redis.HasErrorPrefix(err, "READONLY"):
 		err = fmt.Errorf("the server is a read-only replica; use the primary endpoint: %w", err)
+	case strings.Contains(err.Error(), "invalid bulk length"), strings.Contains(err.Error(), "exceeds maximum allowed size"):
+		err = fmt.Errorf("%w: the server refused the value as too large (lower Options.MaxRecordBytes to the server's limit): %w", idempotency.ErrTooLarge, err)
+		permanent = true
 	case op == "claim" && redis.HasErrorPrefix(err, "ERR syntax error"):
 		err = fmt.Errorf("the server refused SET with NX and GET (it needs Redis 7.0 or later, or Valkey): %w", err)
+		permanent = true
+	case redis.HasErrorPrefix(err, "ERR unknown command"):
+		err = fmt.Errorf("the server does not know a command the store needs: %w", err)
+		permanent = true
 	}
-	return &idempotency.StoreError{Op: op, Err: err}
+	return &idempotency.StoreError{Op: op, Err: err, Permanent: permanent && ctxErr == nil}
 }
 
 // ttlMillis is the time from now to t in whole milliseconds, rounded up,

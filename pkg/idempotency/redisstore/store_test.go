@@ -43,11 +43,31 @@ func newBrokenStore(t *testing.T) idempotency.Store {
 	return redisstore.New(c, nil)
 }
 
+// newMisconfiguredStore returns a store that logs in as an ACL user of its
+// own which may only PING: every command of the store is refused with
+// NOPERM.
+func newMisconfiguredStore(t *testing.T) idempotency.Store {
+	admin := redistest.NewClient(t)
+	ctx := context.Background()
+	user := "nogrant-" + uuid.NewString()
+	require.NoError(t, admin.Do(ctx, "ACL", "SETUSER", user, "on", ">secret", "~*", "-@all", "+ping", "+hello", "+client").Err())
+	t.Cleanup(func() { _ = admin.Do(context.Background(), "ACL", "DELUSER", user).Err() })
+	opts := *admin.Options()
+	opts.Username, opts.Password = user, "secret"
+	c := redis.NewClient(&opts)
+	t.Cleanup(func() { _ = c.Close() })
+	return redisstore.New(c, nil)
+}
+
+// tooLargeBody is the body the conformance suite's stores refuse: their
+// largest record is set just below it.
+const tooLargeBody = 2 << 20
+
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	storetest.RunWithOptions(t, func(t *testing.T) idempotency.Store {
-		return redisstore.New(redistest.NewClient(t), nil)
-	}, storetest.Options{NewBrokenStore: newBrokenStore})
+		return redisstore.New(redistest.NewClient(t), &redisstore.Options{MaxRecordBytes: tooLargeBody})
+	}, storetest.Options{NewBrokenStore: newBrokenStore, NewMisconfiguredStore: newMisconfiguredStore, TooLargeBody: tooLargeBody})
 }
 
 // TestConformanceFromEnv runs the suite through the client ClientFromEnv
@@ -184,7 +204,7 @@ func TestKeyLivesForItsTTL(t *testing.T) {
 	}
 }
 
-// TestRecordLayout pins the key name (hash tag per user, prefix) and the
+// TestRecordLayout pins the key name (prefix, hash tag per record) and the
 // record format, byte for byte, as the package comment describes it.
 func TestRecordLayout(t *testing.T) {
 	t.Parallel()
@@ -194,11 +214,11 @@ func TestRecordLayout(t *testing.T) {
 
 	def := redisstore.New(client, nil)
 	ref := newRef()
-	require.Equal(t, "ichido:idem:{"+ref.UserID+"}:"+ref.Key, def.Key(ref.UserID, ref.Key))
+	require.Equal(t, "ichido:idem:{"+ref.UserID+":"+ref.Key+"}", def.Key(ref.UserID, ref.Key))
 
 	st := redisstore.New(client, &redisstore.Options{KeyPrefix: "layout:"})
 	key := st.Key(ref.UserID, ref.Key)
-	require.Equal(t, "layout:{"+ref.UserID+"}:"+ref.Key, key)
+	require.Equal(t, "layout:{"+ref.UserID+":"+ref.Key+"}", key)
 	c := claimAt(ref, now, time.Minute, time.Hour)
 	res, err := st.Claim(ctx, c)
 	require.NoError(t, err)
@@ -312,8 +332,9 @@ func TestForeignValueIsStoreError(t *testing.T) {
 }
 
 // TestCluster runs the suite through a cluster client on a one-node
-// cluster holding every slot, and checks that the keys of one user share a
-// slot (the hash tag).
+// cluster holding every slot, and checks that a record's slot is that of
+// its user and key together (the hash tag), so that one user's records
+// spread over the slots.
 func TestCluster(t *testing.T) {
 	t.Parallel()
 	srv := redistest.StartT(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
@@ -328,13 +349,17 @@ func TestCluster(t *testing.T) {
 
 	st := redisstore.New(node, nil)
 	user := uuid.NewString()
-	want, err := node.ClusterKeySlot(ctx, user).Result()
-	require.NoError(t, err)
-	for range 5 {
-		slot, err := node.ClusterKeySlot(ctx, st.Key(user, uuid.NewString())).Result()
+	seen := map[int64]bool{}
+	for range 20 {
+		key := uuid.NewString()
+		want, err := node.ClusterKeySlot(ctx, user+":"+key).Result()
 		require.NoError(t, err)
-		require.Equal(t, want, slot, "a user's keys hash by the user id alone")
+		slot, err := node.ClusterKeySlot(ctx, st.Key(user, key)).Result()
+		require.NoError(t, err)
+		require.Equal(t, want, slot, "a record hashes by its user id and key")
+		seen[slot] = true
 	}
+	require.Greater(t, len(seen), 15, "one user's records spread over the slots")
 
 	storetest.Run(t, func(t *testing.T) idempotency.Store {
 		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{srv.Addr}})

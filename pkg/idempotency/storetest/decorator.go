@@ -28,6 +28,8 @@ func runDecoratorCases(t *testing.T, s suite) {
 		{"Decorator/ConcurrentRequestsRunHandlerOnce", s.decoratorConcurrent},
 		{"Decorator/ReplayByteForByte", s.decoratorReplay},
 		{"Decorator/StoreFailureIs503", s.decoratorStoreFailure},
+		{"Decorator/PermanentStoreFailureIs500", s.decoratorPermanent},
+		{"Decorator/TooLargeResponseIsNotKept", s.decoratorTooLarge},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

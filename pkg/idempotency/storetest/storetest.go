@@ -60,6 +60,25 @@ type Options struct {
 	// Concurrency is how many goroutines race for one key in the concurrent
 	// cases. Defaults to 50.
 	Concurrency int
+	// NewMisconfiguredStore returns a store whose server answers but
+	// refuses its calls for good: credentials without the privileges the
+	// store needs (a PostgreSQL role without grants, a Redis ACL user
+	// without the commands). With it the suite checks that every method
+	// fails with a *idempotency.StoreError whose Permanent flag is set,
+	// that idempotency.CheckStore reports it, and that the decorator
+	// answers 500 idempotency_store_misconfigured after one claim, without
+	// Retry-After and without running the handler. Defaults to nil: those
+	// cases are skipped.
+	NewMisconfiguredStore func(t *testing.T) idempotency.Store
+	// TooLargeBody is the length of a response body that the factory's
+	// stores cannot keep (configure their largest record below it, e.g.
+	// pgstore's and redisstore's Options.MaxRecordBytes, or leave it at a
+	// store's fixed limit). With it the suite checks that Complete refuses
+	// such a response with a permanent StoreError wrapping
+	// idempotency.ErrTooLarge, writes nothing, and that the decorator keeps
+	// the key completed with the not-kept marker. Defaults to 0: those
+	// cases are skipped.
+	TooLargeBody int
 }
 
 // Run runs the conformance suite against the stores newStore returns, with
@@ -104,6 +123,10 @@ func RunWithOptions(t *testing.T, newStore func(t *testing.T) idempotency.Store,
 		{"ConcurrentTakeoverOneWinner", s.concurrentTakeover},
 		{"CancelledContext", s.cancelledContext},
 		{"BrokenStore", s.brokenStore},
+		{"NotKeptMarkerIsKept", s.notKeptMarker},
+		{"TooLargeResponseWritesNothing", s.tooLarge},
+		{"MisconfiguredStoreIsPermanent", s.misconfigured},
+		{"CheckStore", s.checkStore},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -660,6 +683,8 @@ func (s suite) brokenStore(t *testing.T) {
 	requireStoreError(t, st.Complete(ctx, completionAt(c.Ref, jsonResponse, base)), "complete")
 	requireStoreError(t, st.Release(ctx, c.Ref), "release")
 	requireStoreError(t, st.Renew(ctx, renewalAt(c.Ref, base, base.Add(lease))), "renew")
+	require.False(t, idempotency.IsPermanent(err), "a server that cannot be reached is a transient failure: %v", err)
+	require.Error(t, idempotency.CheckStore(ctx, st))
 }
 
 // renewMovesLease: a renewed lease protects the record until its new end,
