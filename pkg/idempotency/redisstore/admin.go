@@ -76,14 +76,16 @@ func detach(rec idempotency.Record) idempotency.Record {
 	return rec
 }
 
-// List implements idempotency.Admin: SCAN over the store's prefix (one
-// user's hash tag when q names a user) on every primary, then a GET per
-// key found; a value that is not a record is left out. It reads every record that matches, to sort them newest
+// List implements idempotency.Admin: SCAN over the store's prefix (and the
+// user, when q names one) on every primary, since a record's hash tag is
+// its whole identity (ADR 0090) and one user's records spread over every
+// slot; then a GET per key found. A value that is not a record is left
+// out. It reads every record that matches, to sort them newest
 // first: it is for operators, never for a request's path.
 func (s *Store) List(ctx context.Context, q idempotency.ListQuery) ([]idempotency.Record, error) {
-	pattern := globEscape(s.prefix) + "{*}:*"
+	pattern := globEscape(s.prefix) + "{*:*}"
 	if q.UserID != "" {
-		pattern = globEscape(s.Key(q.UserID, "")) + "*"
+		pattern = globEscape(s.prefix+"{"+q.UserID+":") + "*}"
 	}
 	var (
 		mu   sync.Mutex
@@ -169,8 +171,12 @@ func (s *Store) parseKey(redisKey string) (userID, key string, ok bool) {
 	if !ok {
 		return "", "", false
 	}
-	userID, key, ok = strings.Cut(rest, "}:")
-	return userID, key, ok && userID != "" && key != ""
+	rest, ok = strings.CutSuffix(rest, "}")
+	if !ok {
+		return "", "", false
+	}
+	userID, key, ok = strings.Cut(rest, ":")
+	return userID, key, ok && userID != "" && key != "" && s.Key(userID, key) == redisKey
 }
 
 // globEscape escapes the characters SCAN's MATCH pattern gives a meaning.
