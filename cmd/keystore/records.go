@@ -21,8 +21,8 @@ type recordFlags struct {
 	store, databaseURL, schema, redisURL, redisPrefix string
 
 	sub, key, keyFormat, prefix string
-	function, scope            string
-	user, recordKey            string
+	function, scope             string
+	user, recordKey             string
 
 	status  string
 	limit   int
