@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the tests and local runs need on Debian or Ubuntu: the
 # PostgreSQL 15 server with pg_cron, Redis, and pgbouncer (the local stand-in
-# for RDS Proxy), and AWS's template tools (cfn-lint and the SAM translator,
-# from pip). As root it uses apt; otherwise it names what to install.
+# for RDS Proxy), AWS's template tools (cfn-lint and the SAM translator,
+# from pip), and moto's DynamoDB API server (moto_server, from pip). As root
+# it uses apt; otherwise it names what to install.
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -48,6 +49,33 @@ python_tools() {
   echo "install them with: python3 -m pip install 'cfn-lint>=1.51' 'aws-sam-translator>=1.110'" >&2
 }
 python_tools
+
+# moto_server (the Python package moto with its server extra) is the
+# DynamoDB API server that the tests of pkg/idempotency/dynamostore start
+# (internal/dynamotest). It is looked for on PATH, in pyenv's Pythons and in
+# .local/pytools, as the tests look for it; when none has it, pip installs
+# it, into .local/pytools when the system's Python refuses. Without PyPI
+# this says so and goes on: those tests then fail with the command to run.
+install_moto() {
+  local want="moto[server]>=5.2"
+  local venv="$root/.local/pytools"
+  if command -v moto_server >/dev/null 2>&1 || [ -x "$venv/bin/moto_server" ] ||
+    compgen -G "${PYENV_ROOT:-$HOME/.pyenv}/versions/*/bin/moto_server" >/dev/null; then
+    return 0
+  fi
+  command -v python3 >/dev/null 2>&1 || { echo "python3 is missing: moto_server cannot be installed" >&2; return 0; }
+  echo "installing $want with pip ..." >&2
+  if python3 -m pip install -q --retries 1 "$want" 2>/dev/null && command -v moto_server >/dev/null 2>&1; then
+    return 0
+  fi
+  mkdir -p "$root/.local"
+  if { [ -x "$venv/bin/python3" ] || python3 -m venv "$venv"; } && "$venv/bin/python3" -m pip install -q --retries 1 "$want"; then
+    return 0
+  fi
+  echo "could not install $want (is PyPI reachable?); the DynamoDB store's tests need it:" >&2
+  echo "install it with: python3 -m pip install '$want' (or set MOTO_SERVER_BIN to moto_server's path)" >&2
+}
+install_moto
 
 need=()
 [ -x /usr/lib/postgresql/15/bin/initdb ] || need+=(postgresql-15)

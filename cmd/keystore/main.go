@@ -20,6 +20,14 @@
 // -uninstall removes the key store and its job instead (every record is
 // lost).
 //
+// For another migration tool (goose, tern, Atlas, Flyway), -sql DIR writes
+// the very files Migrate applies into DIR, one per migration under its own
+// name, and says how to schedule the purge; -sql - prints them all to
+// standard output, that advice first as SQL comments. No database is needed
+// for it:
+//
+//	go run github.com/ichido/ichido/cmd/keystore -sql db/migrations/idempotency
+//
 // # Records
 //
 // The get, list and delete commands find and clear records, on either
@@ -80,11 +88,15 @@ func run(ctx context.Context, args []string, out io.Writer, getenv func(string) 
 	noCron := fs.Bool("no-cron", false, "schedule no pg_cron job; call the purge procedure from your own scheduler")
 	uninstall := fs.Bool("uninstall", false, "remove the key store and its pg_cron job (every record is lost)")
 	timeout := fs.Duration("timeout", time.Minute, "give up after this long")
+	sqlDir := fs.String("sql", "", "write the key store's migration files into this folder for another migration tool (- prints them); touches no database")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if *sqlDir != "" {
+		return writeSQL(*sqlDir, out)
 	}
 	if *url == "" {
 		return errors.New("no database: pass -database-url or set DATABASE_URL")

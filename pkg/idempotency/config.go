@@ -137,11 +137,17 @@ type Config struct {
 	LocalCache *LocalCache
 
 	// ReplayHeaders lists response headers kept for replay besides
-	// Content-Type and Location, which are always kept. Defaults to none.
+	// Content-Type and Content-Encoding (which define what the body's bytes
+	// are: a gzipped body replayed without its Content-Encoding would reach
+	// the client as raw gzip) and Location, which are always kept. Defaults
+	// to none.
 	//
 	// Set-Cookie may be listed: every cookie is then replayed as a cookie of
 	// its own, from and into a v2 response's "cookies" or a v1 response's
-	// multiValueHeaders, never joined into one (invalid) header line. List
+	// multiValueHeaders, never joined into one (invalid) header line, and
+	// exactly the first response's cookies come back, byte for byte: a
+	// cookie holding a line break stays one cookie (net/http writes the
+	// break as a space, on the first response and on the replay alike). List
 	// it only when a retry should get the first response's cookies again.
 	ReplayHeaders []string
 
@@ -356,7 +362,7 @@ func validateRunOptions(typeName string, heartbeat, wait time.Duration, cache *L
 // replayHeaderNames returns the canonical names of the headers kept for
 // replay.
 func (c Config) replayHeaderNames() []string {
-	names := []string{"Content-Type", "Location"}
+	names := []string{"Content-Type", "Content-Encoding", "Location"}
 	for _, h := range c.ReplayHeaders {
 		h = http.CanonicalHeaderKey(h)
 		if !slices.Contains(names, h) {

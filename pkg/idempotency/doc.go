@@ -50,7 +50,11 @@
 //
 // POST, PATCH and DELETE are protected by default (Config.Methods; PUT may
 // be added). Every other method, and always GET, HEAD and OPTIONS, passes
-// straight through to the handler without touching the store.
+// straight through to the handler without touching the store. Methods are
+// compared in upper case, by Wrap and Middleware alike: a request whose
+// method is "post", "patch" or "Delete" (which a net/http route without a
+// method pattern hands to its handler) is protected as POST, PATCH or
+// DELETE, and Config.Methods may be written in any case.
 //
 // A protected request must carry:
 //
@@ -69,9 +73,12 @@
 //     (empty, another UUID version, too long, two different values, an HTTP
 //     API's comma-joined repeat with different values) gives 400
 //     "idempotency_key_invalid", whose detail says which of these it is;
-//   - a body of at most Config.MaxBodyBytes bytes as API Gateway delivers it
-//     (6 MiB by default, the most a Lambda invocation carries; base64 text
-//     counts as sent); otherwise 413 "payload_too_large".
+//   - a body of at most Config.MaxBodyBytes bytes (6 MiB by default, the most
+//     a Lambda invocation carries); otherwise 413 "payload_too_large". Wrap
+//     counts the body as API Gateway delivers it, so a binary body counts as
+//     its base64 text; Middleware counts the bytes that arrive, so a binary
+//     body counts as its bytes, never as the base64 form the Request view
+//     holds it in.
 //
 // These checks run in that order, before the store is consulted, and the
 // handler does not run when one fails. Keys are scoped per user: two users
@@ -197,7 +204,7 @@
 //  2. Run: the handler runs only when this invocation owns the claim.
 //  3. Complete: a response with a status for which Storable reports true
 //     (2xx, 3xx, 4xx but 408, 409, 425 and 429) is stored with its status,
-//     body and content headers (Content-Type, Location and
+//     body and content headers (Content-Type, Content-Encoding, Location and
 //     Config.ReplayHeaders) for Config.TTL.
 //  4. Release: when the handler returns an error, panics, or returns a
 //     status that is not stored, the record is deleted so that the client's
@@ -224,13 +231,20 @@
 //	retry of a response too large to    422 idempotency_response_not_kept; the handler
 //	keep (see below)                    does not run again
 //
-// A replay carries only the stored content headers: other headers are not
-// repeated unless listed in Config.ReplayHeaders. Cookies follow the same
-// rule: with Set-Cookie listed, every cookie of the first response (a v2
-// response's "cookies", a v1 response's Set-Cookie in headers or
-// multiValueHeaders) is replayed as a cookie of its own, in "cookies" for
-// v2 and in multiValueHeaders for v1, never joined into one header line;
-// without it, no cookie is replayed.
+// A replay carries only the stored content headers: by default
+// Content-Type, Content-Encoding (so that a body the handler compressed
+// itself replays as the same compressed bytes, still marked so) and
+// Location; other headers are not repeated unless listed in
+// Config.ReplayHeaders. Cookies follow the same rule: with Set-Cookie
+// listed, every cookie of the first response (a v2 response's "cookies", a
+// v1 response's Set-Cookie in headers or multiValueHeaders) is replayed as
+// a cookie of its own, in "cookies" for v2 and in multiValueHeaders for v1,
+// never joined into one header line, and the replay sends exactly the
+// first response's cookies, byte for byte: the cookies are kept as a list,
+// so a cookie whose value holds a line break stays one cookie and cannot
+// become two ("theme=dark" and an injected "admin=1"); net/http writes
+// such a break as a space, on the first response and on the replay alike.
+// Without Set-Cookie listed, no cookie is replayed.
 //
 // # Past the round trip: cache, wait, heartbeat
 //
@@ -302,10 +316,11 @@
 // # When a result cannot be kept
 //
 // Every store has a largest record (pgstore: a JSONB value, 255 MiB by
-// default; redisstore: a Redis string, 511 MiB by default; both
-// configurable by Options.MaxRecordBytes). A response larger than that
-// is returned to the first client as the handler made it, but it cannot be
-// stored for replay: the store refuses it before sending it (ErrTooLarge),
+// default; redisstore: a Redis string, 511 MiB by default; dynamostore: a
+// DynamoDB item, 400 KB; each configurable by Options.MaxRecordBytes,
+// dynamostore's only below 400 KB). A response larger than that is returned
+// to the first client as the handler made it, but it cannot be stored for
+// replay: the store refuses it before sending it (ErrTooLarge),
 // and the record is completed with a marker instead, so that the key stays
 // completed and the handler never runs again for it. A retry gets 422
 // idempotency_response_not_kept; the log line of the first request has
@@ -323,11 +338,20 @@
 //
 // A handler that writes to the same PostgreSQL database as the store can
 // complete its record inside its own transaction, so that its work and the
-// key's completion commit together: AtomicCompletion returns the Completion
-// to write (with pgstore's CompleteInTx) and tells Wrap not to complete the
-// record again. Without it there is a short window after the handler's
-// commit in which a crash leaves the work done and the key in progress
-// until its lease runs out.
+// key's completion commit together: pgstore's CompleteRunInTx takes the
+// run's completion over and writes it in the handler's transaction, in one
+// call (AtomicCompletion and AtomicResult hand out the Completion for a
+// store's CompleteInTx, the same in two). Without it there is a short window
+// after the handler's commit in which a crash leaves the work done and the
+// key in progress until its lease runs out. Only a Store that can write in
+// the caller's transaction (TxCompleter: pgstore) hands a completion out;
+// on any other (Redis) the calls report false and the engine completes the
+// record as usual, so a handler cannot take the completion over and leave
+// the key in progress. A handler that answers with another response than
+// the one it completed (another status, body or kept header; for
+// Middleware, other bytes written) has its answer refused with 500
+// idempotency_response_mismatch, and the retry replays what was completed:
+// a replay is always what a client could have got.
 //
 // # Answers that must not be stored
 //
@@ -376,10 +400,11 @@
 // build one, for a test of a UserIDFunc or Fingerprint), the key sources
 // and fingerprints, the sentinel errors and the Code constants of the
 // refusals. A program adds one store package, idempotency/pgstore
-// (PostgreSQL, Aurora) or idempotency/redisstore (Redis, ElastiCache,
-// Valkey), or idempotency/storeenv to pick one by configuration, and
-// idempotency/memstore in its unit tests; package dbpool builds the
-// PostgreSQL pool a Lambda function needs (RDS Proxy, IAM authentication). Nothing else of the module
+// (PostgreSQL, Aurora), idempotency/redisstore (Redis, ElastiCache,
+// Valkey) or idempotency/dynamostore (DynamoDB), or idempotency/storeenv to
+// pick pgstore or redisstore by configuration, and idempotency/memstore in
+// its unit tests; package dbpool builds the PostgreSQL pool a Lambda
+// function needs (RDS Proxy, IAM authentication). Nothing else of the module
 // is importable: the sample task API and the repository's tooling live under
 // internal/.
 //
@@ -422,6 +447,6 @@
 // conformance suite in idempotency/storetest checks each rule against a real
 // server (storetest.Run), and idempotencytest.RunHTTPBehaviour and its
 // siblings run every shape's behaviour table on the store; pgstore,
-// redisstore and memstore pass both, and storetest checks Admin on a store
-// that has it.
+// redisstore, dynamostore and memstore pass both, and storetest checks
+// Admin on a store that has it.
 package idempotency

@@ -46,7 +46,11 @@ type FunctionConfig[In any] struct {
 	// unchanged; a call whose key is known but whose payload differs fails
 	// with ErrKeyReused instead of being answered with another input's
 	// result. JSON payloads are compared canonically (key order and white
-	// space do not count). Defaults to none: the key alone decides.
+	// space do not count). Records made while Payload was not set carry no
+	// payload, so against them (and, once Payload is removed, against any
+	// record) the key alone decides: adding Payload to a running function
+	// does not fail the work it already did. Defaults to none: the key
+	// alone decides.
 	Payload func(in In) ([]byte, error)
 
 	// TTL is how long a record lives: an in-progress record expires TTL
@@ -238,7 +242,7 @@ func Function[In, Out any](fn func(context.Context, In) (Out, error), cfg Functi
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	f := &function[In, Out]{cfg: cfg, e: newEngine(cfg.common()), fn: fn}
+	f := &function[In, Out]{cfg: cfg, e: newEngine(cfg.common()), fn: fn, unchecked: payloadHash(cfg.Name, false, nil)}
 	return f.call, nil
 }
 
@@ -247,6 +251,17 @@ type function[In, Out any] struct {
 	cfg FunctionConfig[In]
 	e   *engine
 	fn  func(context.Context, In) (Out, error)
+	// unchecked is the fingerprint of every call made without a payload
+	// check (FunctionConfig.Payload nil).
+	unchecked string
+}
+
+// mismatch reports whether a record's fingerprint refuses a call with
+// fingerprint hash: only when both were made with a payload check. A record
+// made without one (before Payload was configured) is no evidence that the
+// payload differs, nor is a call made without one; the key alone decides.
+func (f *function[In, Out]) mismatch(recorded, hash string) bool {
+	return recorded != hash && recorded != f.unchecked && hash != f.unchecked
 }
 
 // call is the flow of one call: key, claim, then run, replay or refuse.
@@ -264,8 +279,16 @@ func (f *function[In, Out]) call(ctx context.Context, in In) (out Out, err error
 	}
 	obs.key, obs.user = key, scope
 
-	userID, recordKey := FunctionRecordID(f.cfg.KeyPrefix, f.cfg.Name, scope, key)
-	ref, res, err := f.e.claim(ctx, obs, userID, recordKey, hash)
+	userID, keyRef := FunctionRecordID(f.cfg.KeyPrefix, f.cfg.Name, scope, key)
+	ref, res, err := f.e.claim(ctx, obs, userID, keyRef, hash)
+	if err == nil && !res.Claimed && res.Record.Status == StatusCompleted && res.Record.Response == nil &&
+		res.Record.RequestHash != hash && !f.mismatch(res.Record.RequestHash, hash) {
+		// A completed record of the same key made with or without a payload
+		// check where this call is the other way: a store need not return
+		// the response of a record whose fingerprint differs, so it is asked
+		// for it under the record's own.
+		ref, res, err = f.e.claim(ctx, obs, userID, keyRef, res.Record.RequestHash)
+	}
 	if err != nil {
 		obs.outcome = OutcomeStoreError
 		return out, err
@@ -273,7 +296,7 @@ func (f *function[In, Out]) call(ctx context.Context, in In) (out Out, err error
 	if !res.Claimed {
 		rec := res.Record
 		switch {
-		case rec.RequestHash != hash:
+		case f.mismatch(rec.RequestHash, hash):
 			obs.outcome = OutcomeMismatch
 			return out, fmt.Errorf("%w: key %q", ErrKeyReused, key)
 		case rec.Status == StatusInProgress:
@@ -440,12 +463,14 @@ func payloadHash(name string, checked bool, payload []byte) string {
 // does not complete the record itself. If fn then fails, the record is
 // released as usual.
 //
-// It reports false, and changes nothing, outside such a call, after
-// DoNotStore, when called a second time, or when out does not encode as
-// JSON.
+// It reports false, and changes nothing, outside such a call, when the
+// engine's Store cannot complete inside the caller's transaction (it is no
+// TxCompleter: Redis), after DoNotStore, when called a second time, or when
+// out does not encode as JSON. With pgstore, prefer its CompleteRunInTx,
+// which takes the run over and writes the completion in one call.
 func AtomicResult[Out any](ctx context.Context, out Out) (Completion, bool) {
 	run, ok := currentRun(ctx)
-	if !ok || run.stored != nil {
+	if !ok || run.stored != nil || !run.completesInTx() {
 		return Completion{}, false
 	}
 	resp, err := resultResponse(out)

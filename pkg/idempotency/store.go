@@ -206,7 +206,9 @@ type StoredResponse struct {
 	// StatusCode is the handler's HTTP status.
 	StatusCode int `json:"status"`
 	// Headers are the content headers kept for replay (Content-Type,
-	// Location and those listed in Config.ReplayHeaders), canonical names.
+	// Content-Encoding, Location and those listed in Config.ReplayHeaders),
+	// canonical names. Several values of one header are joined with ", ",
+	// except Set-Cookie's, which are kept as a JSON array of strings.
 	Headers map[string]string `json:"headers,omitempty"`
 	// Body is the response body exactly as the handler returned it (base64
 	// text when IsBase64Encoded).

@@ -43,7 +43,7 @@ func runPayload(t *testing.T, p payload, newStore func(t *testing.T) idempotency
 	t.Run(p.name, func(t *testing.T) {
 		t.Parallel()
 		store := newStore(t)
-		for _, c := range slices.Concat(cases, hardeningCases, beyondCases, adoptionCases) {
+		for _, c := range slices.Concat(cases, hardeningCases, hardening2Cases, beyondCases, adoptionCases) {
 			if p.skip[c.name] {
 				continue
 			}

@@ -21,6 +21,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/url"
 	"strings"
 	"sync"
@@ -52,6 +53,9 @@ type faultyStore struct {
 	lostClaimReplies atomic.Int32
 	// failCompletes is how many of the next completions fail.
 	failCompletes atomic.Int32
+	// tooLarge makes every completion but the not-kept marker's fail as a
+	// store refuses a response over its largest record.
+	tooLarge atomic.Bool
 }
 
 func (s *faultyStore) Claim(ctx context.Context, c idempotency.Claim) (idempotency.ClaimResult, error) {
@@ -70,6 +74,9 @@ func (s *faultyStore) Complete(ctx context.Context, c idempotency.Completion) er
 	s.completes.Add(1)
 	if s.failComplete.Load() || s.failCompletes.Add(-1) >= 0 {
 		return &idempotency.StoreError{Op: "complete", Err: errInjected}
+	}
+	if s.tooLarge.Load() && !c.Response.NotKept {
+		return &idempotency.StoreError{Op: "complete", Permanent: true, Err: fmt.Errorf("%w: injected", idempotency.ErrTooLarge)}
 	}
 	return s.inner.Complete(ctx, c)
 }
@@ -174,6 +181,9 @@ type request struct {
 	lambda map[string]any
 	// params are the route's path parameters (v1 and v2 only).
 	params map[string]string
+	// arn is the IAM caller's ARN of a Function URL request (its UserID is
+	// sub); "" is an IAM user of the account.
+	arn string
 }
 
 // payload runs a request through a wrapped handler of one payload version.
@@ -245,13 +255,28 @@ func v2Event(r request) events.APIGatewayV2HTTPRequest {
 	return e
 }
 
+// v1Event is the request as a REST API delivers it: every header in both
+// "headers" (its last value) and "multiValueHeaders" (all of them).
 func v1Event(r request) events.APIGatewayProxyRequest {
+	multi := map[string][]string{}
+	for name, vs := range r.multi {
+		multi[name] = append([]string(nil), vs...)
+	}
+	for name, v := range r.headers {
+		found := false
+		for m := range multi {
+			found = found || strings.EqualFold(m, name)
+		}
+		if !found {
+			multi[name] = []string{v}
+		}
+	}
 	e := events.APIGatewayProxyRequest{
 		Resource:          r.path,
 		Path:              r.path,
 		HTTPMethod:        r.method,
 		Headers:           r.headers,
-		MultiValueHeaders: r.multi,
+		MultiValueHeaders: multi,
 		Body:              r.body,
 		IsBase64Encoded:   r.b64,
 		PathParameters:    r.params,

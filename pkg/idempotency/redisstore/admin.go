@@ -15,8 +15,7 @@ import (
 
 var _ idempotency.Admin = (*Store)(nil)
 
-// Get implements idempotency.Admin: one GET (HMGET for a record of the
-// hash layout). A record whose ExpiresAt has passed by this process's
+// Get implements idempotency.Admin: one GET. A record whose ExpiresAt has passed by this process's
 // clock counts as absent, although Redis may keep it until its PX ends.
 func (s *Store) Get(ctx context.Context, userID, key string) (idempotency.Record, bool, error) {
 	rec, ok, err := s.get(ctx, s.Key(userID, key), userID, key)
@@ -28,34 +27,17 @@ func (s *Store) Get(ctx context.Context, userID, key string) (idempotency.Record
 
 func (s *Store) get(ctx context.Context, redisKey, userID, key string) (idempotency.Record, bool, error) {
 	v, err := s.client.Get(ctx, redisKey).Result()
-	var rec idempotency.Record
 	switch {
 	case errors.Is(err, redis.Nil):
-		return rec, false, nil
-	case isWrongType(err):
-		fields, err := s.client.HMGet(ctx, redisKey, hashClaimFields...).Result()
-		if err != nil {
-			return rec, false, err
-		}
-		if fields[0] == nil {
-			return rec, false, nil
-		}
-		for i, f := range fields {
-			if f == nil {
-				fields[i] = ""
-			}
-		}
-		if rec, err = decodeHashRecord(userID, key, fields); err != nil {
-			return rec, false, err
-		}
+		return idempotency.Record{}, false, nil
 	case err != nil:
-		return rec, false, err
-	default:
-		if rec, err = decodeRecord(userID, key, v); err != nil {
-			return rec, false, err
-		}
-		rec = detach(rec)
+		return idempotency.Record{}, false, err
 	}
+	rec, err := decodeRecord(userID, key, v)
+	if err != nil {
+		return idempotency.Record{}, false, err
+	}
+	rec = detach(rec)
 	return rec, rec.ExpiresAt.After(time.Now()), nil
 }
 
@@ -162,7 +144,7 @@ func (s *Store) Delete(ctx context.Context, userID, key string) (bool, error) {
 // undecodable reports whether err says a value is not a record, rather
 // than that the server could not be asked.
 func undecodable(err error) bool {
-	return errors.Is(err, errNotRecord) || isWrongType(err) || strings.HasPrefix(err.Error(), "malformed record")
+	return errors.Is(err, errNotRecord) || redis.HasErrorPrefix(err, "WRONGTYPE")
 }
 
 // parseKey splits a record's Redis key into its user id and key.
