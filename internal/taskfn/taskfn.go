@@ -35,8 +35,7 @@ import (
 	"github.com/ichido/ichido/internal/tasks"
 	"github.com/ichido/ichido/pkg/dbpool"
 	"github.com/ichido/ichido/pkg/idempotency"
-	"github.com/ichido/ichido/pkg/idempotency/pgstore"
-	"github.com/ichido/ichido/pkg/idempotency/redisstore"
+	"github.com/ichido/ichido/pkg/idempotency/storeenv"
 )
 
 // The SAM logical ids of the functions (template.yaml). Handler knows the
@@ -74,11 +73,11 @@ type Functions struct {
 //   - the database pool from dbpool.ConfigFromEnv (DB_AUTH and the variables
 //     of its mode, DB_MAX_CONNS), connected once so that a wrong setting fails
 //     at cold start;
-//   - the idempotency store: IDEMPOTENCY_STORE=postgres (the default) keeps
-//     keys in the same database through the same pool; redis keeps them in
-//     Redis or Valkey at REDIS_URL (redisstore.ClientFromEnv: rediss://
-//     with a verified certificate; plain redis:// only for a loopback
-//     host), connected on first use;
+//   - the idempotency store, by storeenv.Open: IDEMPOTENCY_STORE=postgres
+//     (the default) keeps keys in the same database through the same pool;
+//     redis keeps them in Redis or Valkey at REDIS_URL
+//     (redisstore.ClientFromEnv: rediss:// with a verified certificate;
+//     plain redis:// only for a loopback host), connected on first use;
 //   - IDEMPOTENCY_TTL, how long a key is remembered (default 24h);
 //   - LOG_LEVEL (debug, info, warn, error; default info) for the JSON log
 //     lines written to standard output.
@@ -99,12 +98,14 @@ func build(ctx context.Context, getenv func(string) string, out io.Writer) (*Fun
 	f := &Functions{logger: logger}
 	var store idempotency.Store
 	if cfg.store == StoreRedis {
-		client, err := redisClient(cfg.redisURL)
+		// Before the database, so that a wrong REDIS_URL fails without
+		// connecting anywhere.
+		st, closeStore, err := storeenv.Open(ctx, getenv, nil)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 		}
-		f.closers = append(f.closers, func() { _ = client.Close() })
-		store = redisstore.New(client, nil)
+		f.closers = append(f.closers, closeStore)
+		store = st
 	}
 
 	pool, err := dbpool.Open(ctx, cfg.db)
@@ -125,7 +126,11 @@ func build(ctx context.Context, getenv func(string) string, out io.Writer) (*Fun
 	f.pool = pool
 	f.closers = append(f.closers, pool.Close)
 	if store == nil {
-		store = pgstore.New(pool, nil)
+		// The keys live in the same database, through the same pool.
+		if store, _, err = storeenv.Open(ctx, getenv, &storeenv.Options{Pool: pool}); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("taskfn: %w", err)
+		}
 	}
 
 	api := tasks.NewAPI(tasks.NewService(pool), &tasks.Options{Logger: logger})

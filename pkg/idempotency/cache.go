@@ -145,10 +145,3 @@ func (c *recordCache) remove(el *list.Element) {
 	delete(c.index, e.id)
 	c.bytes -= e.size
 }
-
-// len returns the number of entries and their bytes.
-func (c *recordCache) len() (entries, bytes int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.order.Len(), c.bytes
-}

@@ -23,8 +23,8 @@ import (
 // procedure and the functions the Store calls. They are plain SQL, applied
 // in the schema Migrate is given; the goose annotations in them are
 // comments to everything but goose, so the same files can be copied into a
-// goose, tern, Atlas or Flyway migration set (a copy is kept beside the
-// project's migrations, in migrations/idempotency/).
+// goose, tern, Atlas or Flyway migration set (Migrations, or
+// cmd/keystore -sql, gives them out). This folder is their one source.
 //
 //go:embed migrations/*.sql
 var migrationFiles embed.FS

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"io/fs"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -20,29 +18,6 @@ import (
 	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
 )
-
-// TestMigrationFilesCopied keeps the plain copies that users of other
-// migration tools take (migrations/idempotency/) identical to the files
-// Migrate applies.
-func TestMigrationFilesCopied(t *testing.T) {
-	t.Parallel()
-	root, err := pgtest.ModuleRoot()
-	require.NoError(t, err)
-	copies := filepath.Join(root, "migrations", "idempotency")
-	embedded, err := fs.Glob(pgstore.Migrations(), "*.sql")
-	require.NoError(t, err)
-	require.NotEmpty(t, embedded)
-	onDisk, err := filepath.Glob(filepath.Join(copies, "*.sql"))
-	require.NoError(t, err)
-	require.Len(t, onDisk, len(embedded), "every migration has its copy in %s, and no other file is there", copies)
-	for _, name := range embedded {
-		want, err := fs.ReadFile(pgstore.Migrations(), name)
-		require.NoError(t, err)
-		got, err := os.ReadFile(filepath.Join(copies, name))
-		require.NoError(t, err, "copy of %s", name)
-		require.Equal(t, string(want), string(got), "%s differs from pkg/idempotency/pgstore/migrations/%s: copy it again", filepath.Join(copies, name), name)
-	}
-}
 
 // TestMigrateIntoChosenSchema creates the key store in a schema of the
 // user's choosing (quoted: mixed case), with its pg_cron job, then checks

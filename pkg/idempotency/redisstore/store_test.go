@@ -312,23 +312,41 @@ func TestScriptsReloaded(t *testing.T) {
 	require.ErrorIs(t, st.Release(ctx, c.Ref), idempotency.ErrLeaseLost)
 }
 
-// TestForeignValueIsStoreError checks that a key of another type under the
-// prefix fails as a store error that says so, and is left alone.
+// TestForeignValueIsStoreError checks that a value under the prefix that is
+// not a record (a string of another format, a hash such as a record kept one
+// field per hash field, a list) fails every operation as a store error that
+// names Options.KeyPrefix, and is left alone.
 func TestForeignValueIsStoreError(t *testing.T) {
 	t.Parallel()
 	client := redistest.NewClient(t)
 	st := redisstore.New(client, nil)
 	ctx := context.Background()
-	c := claimAt(newRef(), time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC), time.Minute, time.Hour)
-	key := st.Key(c.UserID, c.Key)
-	require.NoError(t, client.Set(ctx, key, "not a record", time.Minute).Err())
+	for name, write := range map[string]func(key string) error{
+		"string": func(key string) error { return client.Set(ctx, key, "not a record", time.Minute).Err() },
+		"hash": func(key string) error {
+			return client.HSet(ctx, key, "status", "in_progress", "owner", "o", "expires_at", "4102444800000000").Err()
+		},
+		"list": func(key string) error { return client.RPush(ctx, key, "x").Err() },
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			c := claimAt(newRef(), time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC), time.Minute, time.Hour)
+			key := st.Key(c.UserID, c.Key)
+			require.NoError(t, write(key))
+			typ := client.Type(ctx, key).Val()
+			dump := client.Dump(ctx, key).Val()
 
-	_, err := st.Claim(ctx, c)
-	se := requireStoreError(t, err, "claim")
-	require.Contains(t, se.Error(), "KeyPrefix")
-	requireStoreError(t, st.Complete(ctx, idempotency.Completion{Ref: c.Ref, Now: c.Now, ExpiresAt: c.ExpiresAt}), "complete")
-	requireStoreError(t, st.Release(ctx, c.Ref), "release")
-	require.Equal(t, "not a record", client.Get(ctx, key).Val())
+			_, err := st.Claim(ctx, c)
+			se := requireStoreError(t, err, "claim")
+			require.Contains(t, se.Error(), "KeyPrefix")
+			se = requireStoreError(t, st.Complete(ctx, idempotency.Completion{Ref: c.Ref, Now: c.Now, ExpiresAt: c.ExpiresAt}), "complete")
+			require.Contains(t, se.Error(), "KeyPrefix")
+			requireStoreError(t, st.Release(ctx, c.Ref), "release")
+			requireStoreError(t, st.Renew(ctx, idempotency.Renewal{Ref: c.Ref, Now: c.Now, LeaseUntil: c.LeaseUntil.Add(time.Minute)}), "renew")
+			require.Equal(t, typ, client.Type(ctx, key).Val(), "left alone")
+			require.Equal(t, dump, client.Dump(ctx, key).Val(), "left alone")
+		})
+	}
 }
 
 // TestCluster runs the suite through a cluster client on a one-node
