@@ -1,7 +1,7 @@
 // Package dbsetup prepares the deployed database for the task API, every
 // time the stack is deployed: the database users, their privileges, the
 // migrations and the pg_cron jobs. The stack's DatabaseSetup custom
-// resource runs it through MigrateFunction (docs/adr/0092); `make rehearse`
+// resource runs it through MigrateFunction (docs/adr/0095); `make rehearse`
 // runs the same code against a private PostgreSQL prepared as Aurora
 // prepares a cluster.
 //
@@ -293,7 +293,7 @@ func takeOver(ctx context.Context, c *pgx.Conn, schema, owner string) ([]string,
 // nothing on them.
 var bookkeeping = []string{"goose_db_version", "idempotency_store_version"}
 
-// Rule is the privilege rule GrantApp applies in a schema (docs/adr/0093):
+// Rule is the privilege rule GrantApp applies in a schema (docs/adr/0096):
 //
 //   - every table except the migration tools' own (goose_db_version,
 //     idempotency_store_version): SELECT, INSERT, UPDATE, DELETE, and nothing

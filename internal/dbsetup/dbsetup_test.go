@@ -68,7 +68,7 @@ func TestApplyOnAuroraLike16(t *testing.T) {
 	checkRule(t, super, "public", cfg)
 }
 
-// checkRule checks the privilege rule of docs/adr/0093 in schema.
+// checkRule checks the privilege rule of docs/adr/0096 in schema.
 func checkRule(t *testing.T, super *pgxpool.Pool, schema string, cfg dbsetup.Config) {
 	t.Helper()
 	ctx := context.Background()
