@@ -371,6 +371,16 @@ type runState struct {
 	// doNotStore is set by DoNotStore: the engine releases the record
 	// instead of completing it.
 	doNotStore atomic.Bool
+	// atomicStored is the response the handler completed the record with
+	// when it took the completion over; set with takenOver.
+	atomicStored StoredResponse
+}
+
+// completesInTx reports whether the run's Store can complete inside its
+// caller's transaction (TxCompleter).
+func (r *runState) completesInTx() bool {
+	_, ok := r.e.store.(TxCompleter)
+	return ok
 }
 
 type runKey struct{}
@@ -387,5 +397,6 @@ func (r *runState) takeOver(resp StoredResponse) (Completion, bool) {
 	if r.doNotStore.Load() || !r.takenOver.CompareAndSwap(false, true) {
 		return Completion{}, false
 	}
+	r.atomicStored = resp
 	return r.e.completion(r.ref, resp), true
 }
