@@ -123,6 +123,24 @@ type FunctionConfig[In any] struct {
 	// Namespace is the CloudWatch namespace of the metrics. Defaults to
 	// "ichido" (DefaultNamespace).
 	Namespace string
+
+	// KeyPrefix scopes the keys further, so that several services can share
+	// one table or one Redis even where their Names meet (see
+	// FunctionRecordID). At most 64 visible ASCII characters, no ':'. Keep
+	// it stable. Defaults to "": keys scoped by Name and Scope only.
+	KeyPrefix string
+
+	// AllowMissingKey lets a call whose Key is empty run unprotected: fn
+	// runs, nothing is claimed or stored, and the call is logged and
+	// counted with the outcome "unprotected". Defaults to false: such a call
+	// fails with ErrNoKey and fn does not run.
+	AllowMissingKey bool
+
+	// OnReplay, when set, is called on every repeat answered from a stored
+	// result, with the stored result (Replay.Response.Body, its JSON) and
+	// the record's metadata; it observes, it changes nothing. Defaults to
+	// nil: no hook.
+	OnReplay func(ctx context.Context, r *Replay)
 }
 
 // common is c's settings shared with Config, so that both take their
@@ -174,6 +192,9 @@ func (c FunctionConfig[In]) validate() error {
 	}
 	errs = append(errs, validateTimes("FunctionConfig", c.TTL, c.MaxLease, c.LeaseMargin, c.FinishTimeout)...)
 	errs = append(errs, validateRunOptions("FunctionConfig", c.Heartbeat, c.WaitForResult, c.LocalCache)...)
+	if err := validateKeyPrefix("FunctionConfig", c.KeyPrefix); err != nil {
+		errs = append(errs, err)
+	}
 	if len(errs) == 0 {
 		return nil
 	}
@@ -249,13 +270,16 @@ func (f *function[In, Out]) call(ctx context.Context, in In) (out Out, err error
 	defer func() { obs.emit(ctx, f.cfg.Logger, f.e.metrics) }()
 
 	key, scope, hash, err := f.identify(ctx, in)
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrNoKey) && f.cfg.AllowMissingKey:
+		return f.unprotected(ctx, obs, in)
+	case err != nil:
 		obs.outcome, obs.err = OutcomeRejected, err
 		return out, err
 	}
 	obs.key, obs.user = key, scope
 
-	userID, keyRef := scopeID(f.cfg.Name, scope), keyID(key)
+	userID, keyRef := FunctionRecordID(f.cfg.KeyPrefix, f.cfg.Name, scope, key)
 	ref, res, err := f.e.claim(ctx, obs, userID, keyRef, hash)
 	if err == nil && !res.Claimed && res.Record.Status == StatusCompleted && res.Record.Response == nil &&
 		res.Record.RequestHash != hash && !f.mismatch(res.Record.RequestHash, hash) {
@@ -283,6 +307,9 @@ func (f *function[In, Out]) call(ctx context.Context, in In) (out Out, err error
 			return out, fmt.Errorf("%w: key %q", ErrResultNotKept, key)
 		case rec.Status == StatusCompleted && rec.Response != nil:
 			obs.outcome = OutcomeReplayed
+			if f.cfg.OnReplay != nil {
+				f.onReplay(ctx, obs, key, ref, rec)
+			}
 			if err := json.Unmarshal([]byte(rec.Response.Body), &out); err != nil {
 				obs.err = err
 				return out, fmt.Errorf("idempotency: the stored result of key %q does not decode as %T: %w", key, out, err)

@@ -53,7 +53,7 @@ func distinct(values []string) []string {
 // plain HTTP server) whose callers send "Authorization: Bearer <token>":
 // verify checks the token (its signature, issuer, audience and expiry:
 // the work API Gateway's JWT authorizer would have done) and returns the
-// user, a UUID. A request without a bearer token has no user (401), and so
+// user's subject (any string; SubjectUUID maps it). A request without a bearer token has no user (401), and so
 // has one with two different Authorization values; the same value twice
 // (a REST API event carries every header in both of its header maps) is
 // one token. An error from verify is logged and answered with 401 as well.
@@ -81,8 +81,8 @@ const ALBOIDCDataHeader = "x-amzn-oidc-data"
 // that authenticates users (authenticate-oidc or authenticate-cognito):
 // verify checks the x-amzn-oidc-data JWT's signature against the load
 // balancer's public key (and its signer field against the load balancer's
-// ARN) and returns the user, a UUID (a Cognito sub is one; map another
-// identity provider's subject to one). The claims are only ever trusted
+// ARN) and returns the user's subject (a Cognito sub or any other
+// provider's; SubjectUUID maps it). The claims are only ever trusted
 // after that check, since a target reachable other than through the rule
 // receives whatever headers the client sent. A request without the header
 // has no user (401).
@@ -100,7 +100,7 @@ func ALBOIDC(verify func(ctx context.Context, oidcData string) (string, error)) 
 }
 
 // StaticUserID returns a UserIDFunc that gives every request the same user,
-// id (a UUID), for an endpoint with no caller identity at all (a webhook
+// id (any subject), for an endpoint with no caller identity at all (a webhook
 // receiver that checks the sender's signature itself, an internal service
 // behind a private network): the keys are then shared by every caller, so
 // two callers sending the same key get one answer. Use it only where the

@@ -102,27 +102,26 @@ func (d *decorator) serve(ctx context.Context, view Request, bodySize int, run f
 	}
 	obs.user = userID
 
-	key, err := parseKey(view.Header(HeaderName))
+	key, err := d.requestKey(ctx, view)
 	switch {
-	case errors.Is(err, errKeyMissing):
-		return refuse(OutcomeRejected, problem.New(http.StatusBadRequest, CodeKeyMissing,
-			"Send an Idempotency-Key header holding a new UUID version 4 with every "+view.Method+" request."))
+	case errors.Is(err, errKeyMissing) && d.cfg.AllowMissingKey:
+		return d.unprotected(ctx, obs, run)
 	case err != nil:
-		return refuse(OutcomeRejected, problem.New(http.StatusBadRequest, CodeKeyInvalid,
-			"The Idempotency-Key header must hold exactly one UUID version 4, bare or as a quoted string."))
+		obs.err = err
+		return refuse(OutcomeRejected, d.keyProblem(view, err))
 	}
 	obs.key = key
 
 	if p, ok := d.checkBodySize(bodySize); !ok {
 		return refuse(OutcomeTooLarge, p)
 	}
-	hash, err := Fingerprint(view)
+	hash, err := d.cfg.Fingerprint(view)
 	if err != nil {
-		return refuse(OutcomeRejected, problem.New(http.StatusBadRequest, CodeValidation,
-			"The request body is marked base64-encoded but is not valid base64."))
+		obs.err = err
+		return refuse(OutcomeRejected, fingerprintProblem(err))
 	}
 
-	ref, res, err := d.e.claim(ctx, obs, userID, key, hash)
+	ref, res, err := d.e.claim(ctx, obs, userID, RecordKey(d.cfg.KeyPrefix, d.cfg.KeyFormat, key), hash)
 	switch {
 	case IsPermanent(err):
 		return refuse(OutcomeStoreError, storeMisconfigured())
@@ -144,7 +143,12 @@ func (d *decorator) serve(ctx context.Context, view Request, bodySize int, run f
 				"The request with this Idempotency-Key was processed, but its response was too large to be kept for replay. It will not be processed again; use a new key for a new request."))
 		case rec.Status == StatusCompleted && rec.Response != nil:
 			obs.outcome, obs.status = OutcomeReplayed, rec.Response.StatusCode
-			return d.replay(*rec.Response), false, nil
+			answer := d.replay(*rec.Response)
+			if d.cfg.OnReplay != nil {
+				rec.UserID, rec.Key = ref.UserID, ref.Key
+				d.onReplay(ctx, obs, key, rec, answer.Headers)
+			}
+			return answer, false, nil
 		default:
 			obs.err = fmt.Errorf("store returned an unusable record: status %q, response present %t", rec.Status, rec.Response != nil)
 			return refuse(OutcomeStoreError, storeUnavailable())
@@ -281,18 +285,16 @@ func (d *decorator) replay(s StoredResponse) apigw.Response {
 	return apigw.Response{StatusCode: s.StatusCode, Headers: h, Body: s.Body, IsBase64Encoded: s.IsBase64Encoded}
 }
 
-// userID returns the authenticated user as a lower-case UUID, or the
+// userID returns the authenticated user as a lower-case UUID (SubjectUUID
+// of the subject), or the
 // detail of a 401 for the client and, when the extractor failed, its error
 // for the log.
 func (d *decorator) userID(ctx context.Context, view Request) (userID, detail string, err error) {
 	sub, err := d.cfg.UserID(ctx, view)
-	switch {
-	case err != nil || sub == "":
+	if err != nil || sub == "" {
 		return "", "The request carries no authenticated user.", err
-	case !isUUID(sub):
-		return "", "The authenticated subject is not a UUID, so it cannot own idempotency keys.", nil
 	}
-	return strings.ToLower(sub), "", nil
+	return SubjectUUID(sub), "", nil
 }
 
 // storeMisconfigured is the answer to a claim the store refused for good:

@@ -28,7 +28,7 @@ import (
 func RunFunctionBehaviour(t *testing.T, newStore func(t *testing.T) idempotency.Store) {
 	t.Helper()
 	store := newStore(t)
-	for _, c := range slices.Concat(functionCases, functionHardeningCases, beyondFunctionCases) {
+	for _, c := range slices.Concat(functionCases, functionHardeningCases, beyondFunctionCases, functionAdoptionCases) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			c.run(t, newFuncEnv(t, store))

@@ -96,6 +96,29 @@ func (s *faultyStore) Release(ctx context.Context, r idempotency.Ref) error {
 	return s.inner.Release(ctx, r)
 }
 
+// Get, List and Delete forward the idempotency.Admin capability of the
+// inner Store, uncounted; without one, there is no record to find.
+func (s *faultyStore) Get(ctx context.Context, userID, key string) (idempotency.Record, bool, error) {
+	if a, ok := s.inner.(idempotency.Admin); ok {
+		return a.Get(ctx, userID, key)
+	}
+	return idempotency.Record{}, false, nil
+}
+
+func (s *faultyStore) List(ctx context.Context, q idempotency.ListQuery) ([]idempotency.Record, error) {
+	if a, ok := s.inner.(idempotency.Admin); ok {
+		return a.List(ctx, q)
+	}
+	return nil, nil
+}
+
+func (s *faultyStore) Delete(ctx context.Context, userID, key string) (bool, error) {
+	if a, ok := s.inner.(idempotency.Admin); ok {
+		return a.Delete(ctx, userID, key)
+	}
+	return false, nil
+}
+
 func (s *faultyStore) Renew(ctx context.Context, r idempotency.Renewal) error {
 	s.renews.Add(1)
 	if s.failRenew.Load() {
@@ -166,6 +189,8 @@ type request struct {
 	b64    bool
 	sub    string // authorizer subject; "" means no authorizer at all
 	lambda map[string]any
+	// params are the route's path parameters (v1 and v2 only).
+	params map[string]string
 	// arn is the IAM caller's ARN of a Function URL request (its UserID is
 	// sub); "" is an IAM user of the account.
 	arn string
@@ -224,6 +249,7 @@ func v2Event(r request) events.APIGatewayV2HTTPRequest {
 		Headers:         headers,
 		Body:            r.body,
 		IsBase64Encoded: r.b64,
+		PathParameters:  r.params,
 	}
 	e.RequestContext.HTTP.Method = r.method
 	e.RequestContext.HTTP.Path = r.path
@@ -263,6 +289,7 @@ func v1Event(r request) events.APIGatewayProxyRequest {
 		MultiValueHeaders: multi,
 		Body:              r.body,
 		IsBase64Encoded:   r.b64,
+		PathParameters:    r.params,
 	}
 	if r.query != "" {
 		q, err := url.ParseQuery(r.query)

@@ -106,6 +106,8 @@ func New(pool *pgxpool.Pool, opts *Options) *Store {
 // statements holds the store's statements, with the schema filled in.
 type statements struct {
 	claim, complete, release, renew string
+	// table is the key table's qualified name, for the Admin methods.
+	table string
 }
 
 // The statements cast every parameter, so that each mode (the exec mode
@@ -119,6 +121,7 @@ func newStatements(qualify func(string) string) statements {
 			`($1::uuid, $2::text, $3::text, $4::text, $5::integer, $6::timestamptz)`,
 		release: `SELECT ` + qualify("idempotency_key_release") + `($1::uuid, $2::text, $3::text)`,
 		renew:   `SELECT ` + qualify("idempotency_key_renew") + `($1::uuid, $2::text, $3::text, $4::timestamptz)`,
+		table:   qualify("idempotency_keys"),
 	}
 }
 
