@@ -29,6 +29,7 @@ type Results struct {
 	EndToEnd    *EndToEndResult    `json:"end_to_end,omitempty"`
 	ColdStart   *ColdStartResult   `json:"cold_start,omitempty"`
 	Growth      *GrowthResult      `json:"growth,omitempty"`
+	DynamoDB    *DynamoDBResult    `json:"dynamodb,omitempty"`
 
 	Targets  []Target `json:"targets"`
 	Failures []string `json:"failures,omitempty"`

@@ -27,6 +27,25 @@
 // for it:
 //
 //	go run github.com/ichido/ichido/cmd/keystore -sql db/migrations/idempotency
+//
+// # Records
+//
+// The get, list and delete commands find and clear records, on either
+// store (see records.go for every flag):
+//
+//	keystore get    -sub 'auth0|6543210fedcba' -key 8e03978e-40d5-43e8-bc93-6894a57f9324
+//	keystore get    -function task-activity -key <SQS message id>
+//	keystore list   -status in_progress [-sub …] [-limit 100]
+//	keystore delete -sub … -key … [-key-format opaque] [-prefix orders]
+//
+// The store is the one the environment names, as a program's would be
+// (package storeenv: IDEMPOTENCY_STORE, DATABASE_URL or the dbpool
+// variables, REDIS_URL); -store, -database-url, -schema, -redis-url and
+// -redis-prefix override it. A record is named as its request or call
+// named it (-sub and -key, with -key-format and -prefix as the handler's
+// Config has them; -function, -scope and -key for a Function or an
+// SQSHandler), or by the ids the store keeps (-user, -record-key), and
+// printed as one JSON object per line.
 package main
 
 import (
@@ -56,6 +75,12 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, out io.Writer, getenv func(string) string) error {
+	if len(args) > 0 {
+		switch args[0] {
+		case "get", "list", "delete":
+			return runRecords(ctx, args[0], args[1:], out, getenv)
+		}
+	}
 	fs := flag.NewFlagSet("keystore", flag.ContinueOnError)
 	fs.SetOutput(out)
 	url := fs.String("database-url", getenv("DATABASE_URL"), "PostgreSQL URL (default $DATABASE_URL)")

@@ -326,15 +326,18 @@ func (a *API) body(req events.APIGatewayV2HTTPRequest) ([]byte, error) {
 	return b, nil
 }
 
-// userID returns the caller: the JWT authorizer's sub claim, which must be a
-// UUID (the tasks table stores it as one). It is never read from a header
-// or the body.
+// userID returns the caller: the user id of the JWT authorizer's sub claim,
+// as idempotency.SubjectUUID maps it (a Cognito sub is its own id; another
+// identity provider's subject, such as auth0|…, gets a name-based UUID), so
+// that the tasks table, which stores the user as a UUID, and the key store
+// agree on who the user is. It is never read from a header or the body.
 func userID(req events.APIGatewayV2HTTPRequest) (string, bool) {
 	az := req.RequestContext.Authorizer
 	if az == nil || az.JWT == nil {
 		return "", false
 	}
-	return ParseID(strings.TrimSpace(az.JWT.Claims["sub"]))
+	id := idempotency.SubjectUUID(az.JWT.Claims["sub"])
+	return id, id != ""
 }
 
 func jsonResponse(status int, v any) events.APIGatewayV2HTTPResponse {

@@ -3,7 +3,6 @@ package tasks
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"time"
 
@@ -17,13 +16,11 @@ import (
 )
 
 // KeyCompleter is the idempotency key store that protects Create, as far as
-// the atomic create needs it (pgstore.Store has every method). With it,
+// the atomic create needs it: pgstore.Store. With it,
 // Create completes the key in the same implicit transaction, and the same
 // round trip, as the insert of the task (Options.Keys).
 type KeyCompleter interface {
 	CompleteInBatch(b *pgx.Batch, c idempotency.Completion) (func(context.Context) error, error)
-	Complete(ctx context.Context, c idempotency.Completion) error
-	Release(ctx context.Context, r idempotency.Ref) error
 }
 
 // batcher is what the atomic create needs of the Service's connection:
@@ -35,18 +32,18 @@ type batcher interface {
 // createAtomic is Create when the key can be completed with the insert: the
 // task's id and times are made here (the response must be known before the
 // batch is sent), the insert and the key's completion go in one batch, one
-// implicit transaction, one round trip. done is false when the run cannot
-// take over its completion (no protected request, or a second call), and
-// nothing was done: Create goes the usual way.
+// implicit transaction, one round trip. done is false when Create must go
+// the usual way: the run cannot take over its completion (no protected
+// request, a store that cannot complete in a transaction), or the key is on
+// another row; nothing was written then.
 //
 // The insert has no ON CONFLICT: a key already on another row (a retry after
 // the key store was lost) fails the batch, which rolls back the completion
-// too, and the task is then looked up as Create always does; since this run
-// took over its completion, it completes (or, for another request's key,
-// releases) the record itself. A completion that finds the lease lost
-// leaves the task committed: its row records the key, so the invocation
-// that took the key over finds it and answers it, and no second task is
-// made.
+// too; the run gives its completion back (idempotency.AbandonCompletion)
+// and Create goes the usual way, finding the task by its key. A completion
+// that finds the lease lost leaves the task committed: its row records the
+// key, so the invocation that took the key over finds it and answers it,
+// and no second task is made.
 func (a *API) createAtomic(ctx context.Context, db batcher, user string, in NewTask, ref *IdempotencyRef) (events.APIGatewayV2HTTPResponse, bool, error) {
 	status := in.Status
 	if status == "" {
@@ -69,7 +66,12 @@ func (a *API) createAtomic(ctx context.Context, db batcher, user string, in NewT
 	var pgErr *pgconn.PgError
 	switch {
 	case errors.As(err, &pgErr) && pgErr.Code == pgerrcode.UniqueViolation && pgErr.ConstraintName == "tasks_user_idempotency_key":
-		return a.createAfterConflict(ctx, user, in, ref, c)
+		// Nothing was written: the decorator completes (or, for another
+		// request's key, releases) the record with Create's usual answer.
+		if !idempotency.AbandonCompletion(ctx) {
+			return events.APIGatewayV2HTTPResponse{}, true, &DBError{Op: "insert", Err: errors.New("the completion taken over could not be given back")}
+		}
+		return events.APIGatewayV2HTTPResponse{}, false, nil
 	case err != nil:
 		return events.APIGatewayV2HTTPResponse{}, true, &DBError{Op: "insert", Err: err} // rolled back: released
 	}
@@ -77,32 +79,6 @@ func (a *API) createAtomic(ctx context.Context, db batcher, user string, in NewT
 		// The task is committed; the key is another invocation's, which
 		// finds the task by its key (see above).
 		a.log.WarnContext(ctx, "tasks: the task was created but its idempotency key was not completed", "task_id", t.ID, "error", err.Error())
-	}
-	return resp, true, nil
-}
-
-// createAfterConflict answers a create whose key is already on a task row,
-// as Create does, and then completes the record with that answer (or
-// releases it for another request's key), which this run took over.
-func (a *API) createAfterConflict(ctx context.Context, user string, in NewTask, ref *IdempotencyRef, c idempotency.Completion) (events.APIGatewayV2HTTPResponse, bool, error) {
-	t, replayed, err := a.svc.Create(ctx, user, in, ref)
-	if err != nil {
-		if errors.Is(err, ErrKeyReused) {
-			// Not this request's key: leave it to the request it belongs to.
-			if rerr := a.keys.Release(ctx, c.Ref); rerr != nil && !errors.Is(rerr, idempotency.ErrLeaseLost) {
-				a.log.WarnContext(ctx, "tasks: releasing the idempotency key of a reused key failed", "error", rerr.Error())
-			}
-		}
-		return events.APIGatewayV2HTTPResponse{}, true, err
-	}
-	resp := createdResponse(t, replayed)
-	c.Response = idempotency.StoredResponse{
-		StatusCode: resp.StatusCode,
-		Headers:    map[string]string{"Content-Type": resp.Headers["Content-Type"], "Location": resp.Headers["Location"]},
-		Body:       resp.Body,
-	}
-	if err := a.keys.Complete(ctx, c); err != nil {
-		return events.APIGatewayV2HTTPResponse{}, true, fmt.Errorf("completing the key of an existing task: %w", err)
 	}
 	return resp, true, nil
 }

@@ -80,7 +80,8 @@ func TestAtomicCreate(t *testing.T) {
 	require.Equal(t, first.Body, replay.Body)
 
 	// The key store loses its records: the retry's insert conflicts with
-	// the task's key, the batch rolls back, and the task is answered.
+	// the task's key, the batch rolls back, the run gives its completion
+	// back, and the task is answered and stored as the key's answer.
 	e.truncateKeys(t)
 	retry, err := create(ctx, withKey(request(alice, "POST", "/tasks", body), key))
 	require.NoError(t, err)
@@ -90,7 +91,7 @@ func TestAtomicCreate(t *testing.T) {
 	require.Equal(t, 1, e.taskCount(t), "no second task")
 	status, stored, found = e.keyRecord(t, alice, key)
 	require.True(t, found)
-	require.Equal(t, "completed", status, "the retry completed the key with the existing task")
+	require.Equal(t, "completed", status, "the key is completed with the existing task")
 	require.Equal(t, first.Body, stored)
 
 	e.truncateKeys(t)

@@ -23,7 +23,7 @@ type DB interface {
 // including the simple protocol behind a transaction-pooling proxy.
 // Timestamps come from the database's clock, never a Lambda's, so tasks
 // created by different execution environments order consistently; the one
-// exception is the atomic create (API Options.Keys, ADR 0094), which makes
+// exception is the atomic create (API Options.Keys, ADR 0098), which makes
 // a task's id and creation time itself so that its answer is known before
 // the insert is sent.
 //

@@ -106,13 +106,6 @@ func (e *engine) claim(ctx context.Context, obs *observation, userID, key, hash 
 		return err
 	})
 	if err != nil {
-		if IsPermanent(err) {
-			// The store refused the claim for good (a missing grant, a
-			// missing table): nothing was written, and neither a second
-			// claim nor a release could succeed.
-			obs.err, obs.permanent = err, true
-			return ref, ClaimResult{}, storeFailure("claim", err)
-		}
 		res, err = e.recoverClaim(ctx, c, err, obs)
 	}
 	if err == nil && e.wait > 0 && waiting(res, hash) {
@@ -165,8 +158,15 @@ func (e *engine) keep(userID, key string, rec Record) {
 // released with the same token. Both are safe: the work has not run, and
 // the owner token fences off any record another invocation holds. The
 // release runs even after the invocation's context is done, bounded by
-// claimRecoveryTimeout.
+// claimRecoveryTimeout. A permanent failure (StoreError.Permanent) is not
+// recovered from: the store refused the claim, so nothing was written.
 func (e *engine) recoverClaim(ctx context.Context, c Claim, first error, obs *observation) (ClaimResult, error) {
+	if IsPermanent(first) {
+		// The store refused the claim for good (a missing grant, a
+		// missing table): nothing was written, and neither a second
+		// claim nor a release could succeed.
+		return ClaimResult{}, first
+	}
 	if ctx.Err() == nil {
 		var res ClaimResult
 		err := obs.timed("claim", func() (err error) {
@@ -373,6 +373,16 @@ type runState struct {
 	// doNotStore is set by DoNotStore: the engine releases the record
 	// instead of completing it.
 	doNotStore atomic.Bool
+	// atomicStored is the response the handler completed the record with
+	// when it took the completion over; set with takenOver.
+	atomicStored StoredResponse
+}
+
+// completesInTx reports whether the run's Store can complete inside its
+// caller's transaction (TxCompleter).
+func (r *runState) completesInTx() bool {
+	_, ok := r.e.store.(TxCompleter)
+	return ok
 }
 
 type runKey struct{}
@@ -389,5 +399,6 @@ func (r *runState) takeOver(resp StoredResponse) (Completion, bool) {
 	if r.doNotStore.Load() || !r.takenOver.CompareAndSwap(false, true) {
 		return Completion{}, false
 	}
+	r.atomicStored = resp
 	return r.e.completion(r.ref, resp), true
 }

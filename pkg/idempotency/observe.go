@@ -48,6 +48,10 @@ const (
 	// OutcomeTooLarge: refused with 413 because the body is larger than
 	// Config.MaxBodyBytes; the store was not consulted.
 	OutcomeTooLarge Outcome = "too_large"
+	// OutcomeUnprotected: the request carried no key and ran unprotected,
+	// since Config.AllowMissingKey (FunctionConfig.AllowMissingKey) is set;
+	// nothing was claimed or stored.
+	OutcomeUnprotected Outcome = "unprotected"
 )
 
 // metricClaimed counts the requests whose handler ran, whatever followed.

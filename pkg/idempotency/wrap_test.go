@@ -250,7 +250,9 @@ func TestDoNotStore(t *testing.T) {
 	first, err := h(context.Background(), req)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusUnprocessableEntity, first.StatusCode)
-	require.Empty(t, store.records, "the refusal was not stored: the record is released")
+	left, err := store.List(context.Background(), idempotency.ListQuery{})
+	require.NoError(t, err)
+	require.Empty(t, left, "the refusal was not stored: the record is released")
 
 	second, err := h(context.Background(), req)
 	require.NoError(t, err)

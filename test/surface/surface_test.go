@@ -80,10 +80,14 @@ func TestPublicSignaturesNeedNoInternalPackage(t *testing.T) {
 func TestEntryPointsHaveRunnableExamples(t *testing.T) {
 	t.Parallel()
 	want := map[string][]string{
-		"pkg/idempotency":             {"ExampleWrap", "ExampleMiddleware", "ExampleFunction", "ExampleSQSHandler"},
+		"pkg/idempotency": {"ExampleWrap", "ExampleMiddleware", "ExampleFunction", "ExampleSQSHandler",
+			"ExampleSubjectUUID", "ExampleConfig_keyFormat", "ExampleConfig_allowMissingKey", "ExampleBodyKey",
+			"ExampleConfig_onReplay", "ExampleConfig_keyPrefix"},
 		"pkg/idempotency/pgstore":     {"ExampleNew", "ExampleMigrate"},
 		"pkg/idempotency/redisstore":  {"ExampleNew"},
 		"pkg/idempotency/dynamostore": {"ExampleNew"},
+		"pkg/idempotency/memstore":    {"ExampleNew"},
+		"pkg/idempotency/storeenv":    {"ExampleKind"},
 		"pkg/dbpool":                  {"ExampleNew"},
 	}
 	for dir, names := range want {

@@ -106,6 +106,8 @@ func New(pool *pgxpool.Pool, opts *Options) *Store {
 // statements holds the store's statements, with the schema filled in.
 type statements struct {
 	claim, complete, release, renew string
+	// table is the key table's qualified name, for the Admin methods.
+	table string
 }
 
 // The statements cast every parameter, so that each mode (the exec mode
@@ -119,6 +121,7 @@ func newStatements(qualify func(string) string) statements {
 			`($1::uuid, $2::text, $3::text, $4::text, $5::integer, $6::timestamptz)`,
 		release: `SELECT ` + qualify("idempotency_key_release") + `($1::uuid, $2::text, $3::text)`,
 		renew:   `SELECT ` + qualify("idempotency_key_renew") + `($1::uuid, $2::text, $3::text, $4::timestamptz)`,
+		table:   qualify("idempotency_keys"),
 	}
 }
 
@@ -188,6 +191,43 @@ func (s *Store) Complete(ctx context.Context, c idempotency.Completion) error {
 func (s *Store) CompleteInTx(ctx context.Context, tx pgx.Tx, c idempotency.Completion) error {
 	return s.complete(ctx, tx, c)
 }
+
+// CompleteRunInTx is atomic completion in one call: inside a handler run by
+// idempotency.Wrap or Middleware (result: the response it is about to
+// return, one of idempotency.AnyResponse), or a function run by
+// idempotency.Function or SQSHandler (result: its result), it takes the
+// completion of the run that ctx belongs to over from the engine and writes
+// it inside tx, so that the record is completed if and only if tx commits.
+// The engine then does not complete the record itself.
+//
+//	if _, err := store.CompleteRunInTx(ctx, tx, resp); err != nil {
+//		return rollbackAndFail(err) // ErrLeaseLost: another invocation owns the key
+//	}
+//	if err := tx.Commit(ctx); err != nil { ... return the error }
+//	return resp, nil
+//
+// It reports false and writes nothing when there is nothing to complete:
+// outside such a run, after DoNotStore, for a response that is not stored,
+// or when the run was taken over before. It fails, writing nothing, when s
+// is not the Store the run was claimed with (tx must be on that Store's
+// database too). The errors of the write are CompleteInTx's: on any error
+// the caller rolls tx back and fails, and the engine releases the record.
+func (s *Store) CompleteRunInTx(ctx context.Context, tx pgx.Tx, result any) (bool, error) {
+	c, ok, err := idempotency.TakeOver(ctx, s, result)
+	if err != nil || !ok {
+		return false, err
+	}
+	if err := s.complete(ctx, tx, c); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// CompletesInTx marks Store as an idempotency.TxCompleter: it can complete
+// a record inside its caller's transaction (CompleteRunInTx, CompleteInTx).
+func (s *Store) CompletesInTx() {}
+
+var _ idempotency.TxCompleter = (*Store)(nil)
 
 // CompleteInBatch queues Complete on b, the batch that holds a handler's
 // own writes: a batch sent outside an explicit transaction (pool.SendBatch)
