@@ -13,8 +13,8 @@ run: ## Serve the API on http://127.0.0.1:3000 (PORT=, or DATABASE_URL= to use t
 	@$(GO) build -o $(LOCAL)/bin/localapi ./cmd/localapi && exec $(LOCAL)/bin/localapi -addr $(ADDR)
 
 .PHONY: token
-token: ## Print a bearer token for the local API (SUB=<uuid>, TTL=12h; EXPIRED=1 for an expired one)
-	@$(GO) run ./cmd/token $(if $(SUB),-sub $(SUB)) $(if $(TTL),-ttl $(TTL)) $(if $(EXPIRED),-expired)
+token: ## Print a bearer token for the local API (SUB=<uuid or any subject, e.g. 'auth0|…'>, TTL=12h; EXPIRED=1 for an expired one)
+	@$(GO) run ./cmd/token $(if $(SUB),-sub '$(SUB)') $(if $(TTL),-ttl $(TTL)) $(if $(EXPIRED),-expired)
 
 .PHONY: invoke
 invoke: rie ## Run FN=<LogicalId> with EVENT=events/<file>.json under the Lambda emulator

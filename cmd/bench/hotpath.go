@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/url"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ichido/ichido/internal/redistest"
 	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
 	"github.com/ichido/ichido/pkg/idempotency/redisstore"
@@ -376,45 +376,16 @@ func redisServerTime(ctx context.Context, c *redis.Client, n int, f op) (*RedisO
 			return nil, fmt.Errorf("operation %d: %w", i, err)
 		}
 	}
-	info, err := c.Info(ctx, "commandstats").Result()
+	stats, err := redistest.CommandStats(ctx, c)
 	if err != nil {
 		return nil, err
 	}
 	st := &RedisOpTime{Ops: n, Commands: map[string]float64{}, Usec: map[string]float64{}}
-	scripted := false
-	for _, line := range strings.Split(info, "\n") {
-		line = strings.TrimSpace(line)
-		name, fields, ok := strings.Cut(line, ":")
-		if !ok || !strings.HasPrefix(name, "cmdstat_") {
-			continue
-		}
-		name = strings.TrimPrefix(name, "cmdstat_")
-		if name == "info" || name == "config|resetstat" {
-			continue
-		}
-		var calls, usec float64
-		for _, kv := range strings.Split(fields, ",") {
-			k, v, _ := strings.Cut(kv, "=")
-			x, _ := strconv.ParseFloat(v, 64)
-			switch k {
-			case "calls":
-				calls = x
-			case "usec":
-				usec = x
-			}
-		}
-		st.Commands[name] = calls / float64(n)
-		st.Usec[name] = usec / float64(n)
-		if strings.HasPrefix(name, "eval") || strings.HasPrefix(name, "fcall") {
-			scripted = true
-		}
+	for name, cs := range stats {
+		st.Commands[name] = cs.Calls / float64(n)
+		st.Usec[name] = cs.Usec / float64(n)
 	}
-	for name, us := range st.Usec {
-		top := strings.HasPrefix(name, "eval") || strings.HasPrefix(name, "fcall") || strings.HasPrefix(name, "script")
-		if top || !scripted {
-			st.ServerUs += us
-		}
-	}
+	st.ServerUs = redistest.ServerUsec(stats) / float64(n)
 	return st, nil
 }
 

@@ -12,12 +12,40 @@
 // pg_cron is used where it lives: in this database when it is the one named
 // by cron.database_name, else scheduled from that database with
 // cron.schedule_in_database; when neither is possible nothing is applied and
-// the message says what to do. -no-cron schedules nothing: call
-// CALL <schema>.purge_expired_idempotency_keys() hourly from a scheduler of
-// your own.
+// the message says what to do. -no-cron schedules nothing: call the purge,
+// CALL <schema>.purge_expired_idempotency_keys(), hourly from a scheduler
+// of your own; the command prints that statement, with the schema quoted
+// where SQL needs it (a reserved word, upper case).
 //
 // -uninstall removes the key store and its job instead (every record is
 // lost).
+//
+// For another migration tool (goose, tern, Atlas, Flyway), -sql DIR writes
+// the very files Migrate applies into DIR, one per migration under its own
+// name, and says how to schedule the purge; -sql - prints them all to
+// standard output, that advice first as SQL comments. No database is needed
+// for it:
+//
+//	go run github.com/ichido/ichido/cmd/keystore -sql db/migrations/idempotency
+//
+// # Records
+//
+// The get, list and delete commands find and clear records, on either
+// store (see records.go for every flag):
+//
+//	keystore get    -sub 'auth0|6543210fedcba' -key 8e03978e-40d5-43e8-bc93-6894a57f9324
+//	keystore get    -function task-activity -key <SQS message id>
+//	keystore list   -status in_progress [-sub …] [-limit 100]
+//	keystore delete -sub … -key … [-key-format opaque] [-prefix orders]
+//
+// The store is the one the environment names, as a program's would be
+// (package storeenv: IDEMPOTENCY_STORE, DATABASE_URL or the dbpool
+// variables, REDIS_URL); -store, -database-url, -schema, -redis-url and
+// -redis-prefix override it. A record is named as its request or call
+// named it (-sub and -key, with -key-format and -prefix as the handler's
+// Config has them; -function, -scope and -key for a Function or an
+// SQSHandler), or by the ids the store keeps (-user, -record-key), and
+// printed as one JSON object per line.
 package main
 
 import (
@@ -47,6 +75,12 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, out io.Writer, getenv func(string) string) error {
+	if len(args) > 0 {
+		switch args[0] {
+		case "get", "list", "delete":
+			return runRecords(ctx, args[0], args[1:], out, getenv)
+		}
+	}
 	fs := flag.NewFlagSet("keystore", flag.ContinueOnError)
 	fs.SetOutput(out)
 	url := fs.String("database-url", getenv("DATABASE_URL"), "PostgreSQL URL (default $DATABASE_URL)")
@@ -54,11 +88,15 @@ func run(ctx context.Context, args []string, out io.Writer, getenv func(string) 
 	noCron := fs.Bool("no-cron", false, "schedule no pg_cron job; call the purge procedure from your own scheduler")
 	uninstall := fs.Bool("uninstall", false, "remove the key store and its pg_cron job (every record is lost)")
 	timeout := fs.Duration("timeout", time.Minute, "give up after this long")
+	sqlDir := fs.String("sql", "", "write the key store's migration files into this folder for another migration tool (- prints them); touches no database")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if *sqlDir != "" {
+		return writeSQL(*sqlDir, out)
 	}
 	if *url == "" {
 		return errors.New("no database: pass -database-url or set DATABASE_URL")
@@ -95,7 +133,7 @@ func run(ctx context.Context, args []string, out io.Writer, getenv func(string) 
 	if res.Purge != nil {
 		fmt.Fprintf(out, "purge: pg_cron job %q in database %s runs %s hourly in database %s\n", res.Purge.Name, res.Purge.CronDatabase, res.Purge.Command, res.Purge.Database)
 	} else {
-		fmt.Fprintf(out, "purge: not scheduled; call CALL %s.purge_expired_idempotency_keys() hourly from your own scheduler\n", res.Schema)
+		fmt.Fprintf(out, "purge: not scheduled; call %s hourly from your own scheduler\n", res.PurgeCommand)
 	}
 	return nil
 }

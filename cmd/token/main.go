@@ -3,9 +3,13 @@
 // token_use, scope, auth_time, iat, exp, jti, username), signed HS256 with a
 // key that is not a secret. Only the local API (make run) accepts it: it
 // reads tokens without verifying them, and API Gateway would refuse this
-// one. It is what `make token SUB=<uuid>` runs.
+// one. It is what `make token SUB=<subject>` runs.
 //
-//	token [-sub <uuid>] [-ttl 12h] [-expired]
+//	token [-sub <subject>] [-ttl 12h] [-expired]
+//
+// The subject is a UUID, as Cognito's sub is, or any other identity
+// provider's (`make token SUB='auth0|6543210fedcba'`): the task API keys
+// such a user on its name-based UUID (idempotency.SubjectUUID).
 //
 // Without -sub a new random user id is made and printed on standard error.
 // With -expired the token was issued -ttl and a minute ago, so it expired a
@@ -23,6 +27,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/ichido/ichido/internal/localapi"
+	"github.com/ichido/ichido/pkg/idempotency"
 )
 
 func main() {
@@ -35,7 +40,7 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("token", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	sub := fs.String("sub", "", "the user's id (a UUID, as Cognito's sub is); a random one when empty")
+	sub := fs.String("sub", "", "the user's subject (a UUID, as Cognito's sub is, or another provider's, such as auth0|…); a random UUID when empty")
 	ttl := fs.Duration("ttl", 12*time.Hour, "how long the token is valid")
 	expired := fs.Bool("expired", false, "make a token that expired a minute ago, to try the gateway's 401")
 	if err := fs.Parse(args); err != nil {
@@ -51,8 +56,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 		*sub = uuid.NewString()
 		fmt.Fprintf(stderr, "token: for a new user, sub=%s\n", *sub)
 	} else if _, err := uuid.Parse(*sub); err != nil {
-		// Allowed, to try what the API does with it: it answers 401.
-		fmt.Fprintf(stderr, "token: warning: sub %q is not a UUID; the task API refuses such a user with 401\n", *sub)
+		// Another identity provider's subject (auth0|…, a Google id): the
+		// task API and the key store both key on its name-based UUID.
+		fmt.Fprintf(stderr, "token: sub %q is not a UUID; the task API keeps it as the user id %s\n", *sub, idempotency.SubjectUUID(*sub))
 	}
 	opts := localapi.TokenOptions{Subject: *sub, TTL: *ttl}
 	if *expired {

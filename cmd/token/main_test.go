@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ichido/ichido/internal/localapi"
+	"github.com/ichido/ichido/pkg/idempotency"
 )
 
 func TestToken(t *testing.T) {
@@ -36,8 +37,12 @@ func TestToken(t *testing.T) {
 	require.Contains(t, stderr.String(), id.Claims["sub"], "and told")
 
 	stderr.Reset()
-	require.NoError(t, run([]string{"-sub", "alice"}, &stdout, &stderr))
-	require.Contains(t, stderr.String(), "not a UUID")
+	stdout.Reset()
+	require.NoError(t, run([]string{"-sub", "auth0|6543210fedcba"}, &stdout, &stderr))
+	require.Contains(t, stderr.String(), idempotency.SubjectUUID("auth0|6543210fedcba"), "the user id it is kept as")
+	id, err = localapi.Authorize("Bearer "+strings.TrimSpace(stdout.String()), time.Now())
+	require.NoError(t, err)
+	require.Equal(t, "auth0|6543210fedcba", id.Claims["sub"])
 	err = run([]string{"-ttl", "-1h"}, &stdout, &stderr)
 	require.ErrorContains(t, err, "-expired", "a negative -ttl points at -expired")
 

@@ -154,8 +154,9 @@ const LocalSigningKey = "ichido-local-development-only"
 
 // TokenOptions describe a local access token.
 type TokenOptions struct {
-	// Subject is the user's id (sub). Cognito's are UUIDs, and the
-	// idempotency layer requires one. Required.
+	// Subject is the user's id (sub). Cognito's are UUIDs; any other
+	// identity provider's subject (auth0|…) is accepted too, and mapped to
+	// a UUID by idempotency.SubjectUUID. Required.
 	Subject string
 	// Issuer is the iss claim. Defaults to LocalIssuer.
 	Issuer string

@@ -78,8 +78,10 @@ func TestKeyStoreIsUnloggedAndTasksAreNot(t *testing.T) {
 func TestCronJobsRegistered(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
+	var cronDB string
+	require.NoError(t, db.Pool.QueryRow(context.Background(), `SELECT current_database()`).Scan(&cronDB))
 	rows, err := db.Pool.Query(context.Background(),
-		`SELECT jobname, schedule, command FROM cron.job WHERE jobname LIKE '%-' || $1 ORDER BY jobname`, db.Schema)
+		`SELECT jobname, schedule, command FROM cron.job WHERE jobname LIKE '%-' || $1 OR jobname = 'purge-idempotency ' || current_database() || '.' || $1 ORDER BY jobname`, db.Schema)
 	require.NoError(t, err)
 	type job struct{ name, schedule, command string }
 	var jobs []job
@@ -90,7 +92,7 @@ func TestCronJobsRegistered(t *testing.T) {
 	}
 	require.NoError(t, rows.Err())
 	require.Equal(t, []job{
-		{"purge-idempotency-" + db.Schema, "0 * * * *", fmt.Sprintf("CALL %s.purge_expired_idempotency_keys()", db.Schema)},
+		{"purge-idempotency " + cronDB + "." + db.Schema, "0 * * * *", fmt.Sprintf("CALL %s.purge_expired_idempotency_keys()", db.Schema)},
 		{"purge-task-deletions-" + db.Schema, "45 3 * * *", fmt.Sprintf("DELETE FROM %s.task_deletions WHERE deleted_at < now() - interval '7 days'", db.Schema)},
 	}, jobs)
 	var history string
@@ -236,7 +238,8 @@ func requireTables(t *testing.T, db *pgtest.DB, want ...string) {
 func countJobs(t *testing.T, db *pgtest.DB) int {
 	t.Helper()
 	var n int
-	require.NoError(t, db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM cron.job WHERE jobname LIKE '%-' || $1`, db.Schema).Scan(&n))
+	require.NoError(t, db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM cron.job
+		WHERE jobname LIKE '%-' || $1 OR jobname = 'purge-idempotency ' || current_database() || '.' || $1`, db.Schema).Scan(&n))
 	return n
 }
 
@@ -300,7 +303,7 @@ func TestUpInSecondDatabase(t *testing.T) {
 	require.NoError(t, err)
 	defer admin.Close()
 	var command, database string
-	require.NoError(t, admin.QueryRow(ctx, `SELECT command, database FROM cron.job WHERE jobname = $1`, "purge-idempotency-"+name).Scan(&command, &database))
+	require.NoError(t, admin.QueryRow(ctx, `SELECT command, database FROM cron.job WHERE jobname = $1`, "purge-idempotency "+name+".public").Scan(&command, &database))
 	require.Equal(t, name, database, "the job runs in the second database")
 	require.Equal(t, "CALL public.purge_expired_idempotency_keys()", command)
 

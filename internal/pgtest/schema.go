@@ -75,7 +75,8 @@ func DropSchema(ctx context.Context, baseURL, schema string) {
 		return
 	}
 	defer admin.Close()
-	_, _ = admin.Exec(ctx, `SELECT cron.unschedule(jobid) FROM cron.job WHERE jobname LIKE '%-' || $1`, schema)
+	_, _ = admin.Exec(ctx, `SELECT cron.unschedule(jobid) FROM cron.job WHERE jobname LIKE '%-' || $1
+		OR (database = current_database() AND command = format('CALL %I.purge_expired_idempotency_keys()', $1::text))`, schema)
 	_, _ = admin.Exec(ctx, "DROP SCHEMA IF EXISTS "+quoteIdent(schema)+" CASCADE")
 }
 

@@ -27,7 +27,7 @@ const ActivityFunctionName = "task-activity"
 // user, so that a resend of the event with a new message id is skipped too.
 //
 // With the PostgreSQL key store the event's idempotency record is completed
-// in the same transaction as the entry (idempotency.AtomicResult), so no
+// in the same transaction as the entry (pgstore's CompleteRunInTx), so no
 // crash can leave the entry written and the key open; with Redis the entry
 // commits first and the unique (user_id, event_id) index keeps a repeat
 // after a lost completion from writing a second entry.
@@ -51,10 +51,8 @@ func (f *Functions) ActivityHandler() (idempotency.SQSBatchHandler, error) {
 			return err
 		}
 		if atomic {
-			if c, ok := idempotency.AtomicResult(ctx, struct{}{}); ok {
-				if err := pg.CompleteInTx(ctx, tx, c); err != nil {
-					return err
-				}
+			if _, err := pg.CompleteRunInTx(ctx, tx, struct{}{}); err != nil {
+				return err
 			}
 		}
 		if err := tx.Commit(ctx); err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ichido/ichido/pkg/dbpool"
 	"github.com/ichido/ichido/pkg/idempotency"
+	"github.com/ichido/ichido/pkg/idempotency/storeenv"
 )
 
 // ErrConfig is matched (errors.Is) by every error that Build, NewMigrator
@@ -34,10 +35,11 @@ func (e *ConfigError) Error() string {
 // Is reports whether target is ErrConfig.
 func (e *ConfigError) Is(target error) bool { return target == ErrConfig }
 
-// The idempotency stores IDEMPOTENCY_STORE selects.
+// The idempotency stores IDEMPOTENCY_STORE selects (package storeenv).
 const (
-	StorePostgres = "postgres"
-	StoreRedis    = "redis"
+	StorePostgres = storeenv.Postgres
+	StoreRedis    = storeenv.Redis
+	StoreDynamoDB = storeenv.DynamoDB
 )
 
 // config is everything the functions read from the environment, read in
@@ -45,16 +47,16 @@ const (
 type config struct {
 	db       dbpool.Config
 	store    string
-	redisURL string
 	ttl      time.Duration
 	logLevel slog.Level
 }
 
 // readConfig reads and checks the environment: the database settings
-// (dbpool.ConfigFromEnv), IDEMPOTENCY_STORE (postgres or redis; defaults to
-// postgres), REDIS_URL (required with redis, and must be empty with
-// postgres so that a deployment never believes it uses Redis when it does
-// not), IDEMPOTENCY_TTL (a Go duration such as 24h; defaults to 24h) and
+// (dbpool.ConfigFromEnv), IDEMPOTENCY_STORE (postgres, redis or dynamodb;
+// defaults to postgres), REDIS_URL (required with redis, and must be empty
+// otherwise so that a deployment never believes it uses Redis when it does
+// not), IDEMPOTENCY_TABLE (likewise with dynamodb; package storeenv checks
+// these), IDEMPOTENCY_TTL (a Go duration such as 24h; defaults to 24h) and
 // LOG_LEVEL (debug, info, warn or error; defaults to info). Every problem is
 // reported, not only the first.
 func readConfig(getenv func(string) string) (config, error) {
@@ -63,22 +65,10 @@ func readConfig(getenv func(string) string) (config, error) {
 	if err != nil {
 		errs = append(errs, err)
 	}
-	c := config{db: db, store: StorePostgres, ttl: idempotency.DefaultTTL, logLevel: slog.LevelInfo}
+	c := config{db: db, ttl: idempotency.DefaultTTL, logLevel: slog.LevelInfo}
 
-	switch s := strings.TrimSpace(getenv("IDEMPOTENCY_STORE")); s {
-	case "", StorePostgres:
-	case StoreRedis:
-		c.store = StoreRedis
-	default:
-		errs = append(errs, &ConfigError{"IDEMPOTENCY_STORE", fmt.Sprintf("is %q: use postgres or redis (or leave it unset for postgres)", s)})
-	}
-
-	c.redisURL = strings.TrimSpace(getenv("REDIS_URL"))
-	switch {
-	case c.store == StoreRedis && c.redisURL == "":
-		errs = append(errs, &ConfigError{"REDIS_URL", "is empty but IDEMPOTENCY_STORE=redis: set it to redis://host:port, or rediss://host:port for TLS (ElastiCache, Valkey)"})
-	case c.store == StorePostgres && c.redisURL != "":
-		errs = append(errs, &ConfigError{"REDIS_URL", "is set but IDEMPOTENCY_STORE is postgres: set IDEMPOTENCY_STORE=redis to use Redis, or unset REDIS_URL"})
+	if c.store, err = storeenv.Kind(getenv); err != nil {
+		errs = append(errs, err)
 	}
 
 	if s := strings.TrimSpace(getenv("IDEMPOTENCY_TTL")); s != "" {

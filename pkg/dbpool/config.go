@@ -1,6 +1,7 @@
 package dbpool
 
 import (
+	"cmp"
 	"context"
 	"crypto/x509"
 	"strconv"
@@ -272,26 +273,12 @@ func (c Config) validate() error {
 
 // withDefaults returns c with every zero optional field set to its default.
 func (c Config) withDefaults() Config {
-	if c.Port == 0 {
-		c.Port = DefaultPort
-	}
-	if c.MaxConns == 0 {
-		c.MaxConns = DefaultMaxConns
-	}
-	if c.MaxConnIdleTime == 0 {
-		c.MaxConnIdleTime = DefaultMaxConnIdleTime
-	}
-	if c.MaxConnLifetime == 0 {
-		c.MaxConnLifetime = DefaultMaxConnLifetime
-	}
-	if c.PingAfterIdle == 0 {
-		c.PingAfterIdle = DefaultPingAfterIdle
-	}
-	if c.PingTimeout == 0 {
-		c.PingTimeout = DefaultPingTimeout
-	}
-	if c.ConnectTimeout == 0 {
-		c.ConnectTimeout = DefaultConnectTimeout
-	}
+	c.Port = cmp.Or(c.Port, DefaultPort)
+	c.MaxConns = cmp.Or(c.MaxConns, DefaultMaxConns)
+	c.MaxConnIdleTime = cmp.Or(c.MaxConnIdleTime, DefaultMaxConnIdleTime)
+	c.MaxConnLifetime = cmp.Or(c.MaxConnLifetime, DefaultMaxConnLifetime)
+	c.PingAfterIdle = cmp.Or(c.PingAfterIdle, DefaultPingAfterIdle)
+	c.PingTimeout = cmp.Or(c.PingTimeout, DefaultPingTimeout)
+	c.ConnectTimeout = cmp.Or(c.ConnectTimeout, DefaultConnectTimeout)
 	return c
 }

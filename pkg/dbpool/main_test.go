@@ -1,9 +1,6 @@
 package dbpool_test
 
 import (
-	"context"
-	"fmt"
-	"os"
 	"testing"
 
 	"github.com/ichido/ichido/internal/pgtest"
@@ -12,16 +9,5 @@ import (
 // TestMain gives the Examples the environment a local run of a function
 // has: DB_AUTH=url and the shared test cluster's DATABASE_URL, unless set.
 func TestMain(m *testing.M) {
-	if os.Getenv("DATABASE_URL") == "" {
-		u, err := pgtest.SharedURL(context.Background())
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		os.Setenv("DATABASE_URL", u)
-	}
-	if os.Getenv("DB_AUTH") == "" {
-		os.Setenv("DB_AUTH", "url")
-	}
-	os.Exit(m.Run())
+	pgtest.MainWithDatabaseURL(m, map[string]string{"DB_AUTH": "url"})
 }

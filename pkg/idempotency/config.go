@@ -48,8 +48,9 @@ var DefaultMethods = []string{http.MethodPost, http.MethodPatch, http.MethodDele
 // URL's IAM check, a verified token; see IAMPrincipal, ALBOIDC and
 // BearerToken), never a header or body field that a client sets freely. It
 // returns "" (or an error, which is logged and never shown to the client)
-// when there is no user; the decorator then answers 401. The result must be
-// a UUID; a function may map another subject to one.
+// when there is no user; the decorator then answers 401. The result is the
+// subject as the identity provider issued it, a UUID or not: the decorator
+// keeps SubjectUUID of it.
 type UserIDFunc func(ctx context.Context, req Request) (string, error)
 
 // ClaimsSubject is the default UserIDFunc: the "sub" claim of a JWT
@@ -89,20 +90,64 @@ type Config struct {
 	// MaxLease bounds how long a claim protects a record that is neither
 	// completed nor released (its owner crashed or timed out). The lease ends
 	// at the invocation's deadline (ctx.Deadline()) plus LeaseMargin, never
-	// later than now + MaxLease; with no deadline, at now + MaxLease.
-	// Defaults to 15m (DefaultMaxLease).
+	// later than now + MaxLease; with no deadline the lease is renewed
+	// instead (see Heartbeat), or, with Heartbeat set to HeartbeatOff, ends
+	// at now + MaxLease. Defaults to 15m (DefaultMaxLease).
 	MaxLease time.Duration
 
 	// LeaseMargin is added to the invocation's deadline when computing the
 	// lease. Defaults to 2s (DefaultLeaseMargin).
 	LeaseMargin time.Duration
 
+	// Heartbeat is the lease of a run that has no deadline (a net/http
+	// request; a call outside Lambda): it claims a lease of one Heartbeat
+	// and renews it (Store.Renew, fenced by its owner token) every third of
+	// it while the handler runs, so that a run may last as long as it needs
+	// while a crashed server frees its key within one Heartbeat instead of
+	// MaxLease. Should the lease be lost all the same (renewals failed for a
+	// whole Heartbeat and another request took the key over), the handler's
+	// context is cancelled with a cause that wraps ErrLeaseLost
+	// (context.Cause). A run with a deadline (every Lambda invocation) keeps
+	// the deadline's lease, which costs no writes, unless HeartbeatLongRuns
+	// is set. Defaults to 30s (DefaultHeartbeat); HeartbeatOff turns
+	// renewal off.
+	Heartbeat time.Duration
+
+	// HeartbeatLongRuns renews the leases of runs with a deadline too, when
+	// the deadline's lease would be longer than Heartbeat (a Lambda function
+	// with a 15-minute timeout whose crash should not hold its key for all
+	// of it). Defaults to false.
+	HeartbeatLongRuns bool
+
+	// WaitForResult lets a duplicate that finds its key in progress for the
+	// same request wait for the first request's answer, up to this long and
+	// never past its own deadline (less 100ms to answer): it polls the store
+	// with growing pauses (20ms up to 500ms, one Claim each) and then
+	// replays the first request's response instead of answering 409
+	// (ErrInProgress for a Function, a failed record for SQSHandler). When
+	// the first request fails and frees the key meanwhile, the duplicate
+	// runs the handler itself, as a retry would; when the wait ends first,
+	// the answer is 409 as without waiting. Defaults to 0: no wait.
+	WaitForResult time.Duration
+
+	// LocalCache keeps completed records in memory, in this execution
+	// environment, so that a repeat is answered without a store round trip
+	// (see LocalCache for what is cached and for how long). Defaults to nil:
+	// no cache; &LocalCache{} turns it on with its default bounds.
+	LocalCache *LocalCache
+
 	// ReplayHeaders lists response headers kept for replay besides
-	// Content-Type and Location, which are always kept. Defaults to none.
+	// Content-Type and Content-Encoding (which define what the body's bytes
+	// are: a gzipped body replayed without its Content-Encoding would reach
+	// the client as raw gzip) and Location, which are always kept. Defaults
+	// to none.
 	//
 	// Set-Cookie may be listed: every cookie is then replayed as a cookie of
 	// its own, from and into a v2 response's "cookies" or a v1 response's
-	// multiValueHeaders, never joined into one (invalid) header line. List
+	// multiValueHeaders, never joined into one (invalid) header line, and
+	// exactly the first response's cookies come back, byte for byte: a
+	// cookie holding a line break stays one cookie (net/http writes the
+	// break as a space, on the first response and on the replay alike). List
 	// it only when a retry should get the first response's cookies again.
 	ReplayHeaders []string
 
@@ -121,9 +166,9 @@ type Config struct {
 	// until its lease ends. Defaults to 5s (DefaultFinishTimeout).
 	FinishTimeout time.Duration
 
-	// UserID returns the authenticated user, a UUID. Defaults to
-	// ClaimsSubject; use AuthorizerContextField, or your own function, for a
-	// Lambda authorizer or for subjects that must be mapped to a UUID.
+	// UserID returns the authenticated user's subject, which SubjectUUID
+	// maps to the user id kept. Defaults to ClaimsSubject; use
+	// AuthorizerContextField, or your own function, for a Lambda authorizer.
 	UserID UserIDFunc
 
 	// Owner returns the owner token of an invocation's claims. It must be
@@ -149,11 +194,53 @@ type Config struct {
 	// Namespace is the CloudWatch namespace of the metrics. Defaults to
 	// "ichido" (DefaultNamespace).
 	Namespace string
+
+	// KeyHeader is the request header that carries the key (any case), e.g.
+	// "X-Idempotency-Key". Defaults to "Idempotency-Key" (HeaderName). Not
+	// read when Key is set.
+	KeyHeader string
+
+	// KeyFormat is what a key must look like: KeyUUIDv4 (a UUID version 4,
+	// ADR 009) or KeyOpaque (1 to 255 visible ASCII characters, Stripe's
+	// rule). Defaults to KeyUUIDv4.
+	KeyFormat KeyFormat
+
+	// Key, when set, reads the key from the request instead of the KeyHeader
+	// header: a path parameter (PathKey), a body field (BodyKey), any
+	// function of the request. Defaults to nil: the KeyHeader header.
+	Key KeyFunc
+
+	// AllowMissingKey lets a protected request without a key run
+	// unprotected: the handler runs, nothing is claimed or stored, and the
+	// request is logged and counted with the outcome "unprotected". A
+	// malformed key is still refused. Defaults to false: a request without
+	// a key is refused with 400 idempotency_key_missing (ADR 009).
+	AllowMissingKey bool
+
+	// Fingerprint returns the fingerprint kept with a record; a request
+	// with a known key and another fingerprint is refused with 422.
+	// Defaults to Fingerprint (method, path, query and body); see
+	// FingerprintBody for the parts of a body.
+	Fingerprint FingerprintFunc
+
+	// OnReplay, when set, is called on every replay, before the response is
+	// sent, with the stored response and the record's metadata; it may
+	// add, change or remove the replay's headers (Replay.Header). Defaults
+	// to nil: no hook.
+	OnReplay func(ctx context.Context, r *Replay)
+
+	// KeyPrefix scopes the keys of this handler, so that several services
+	// can share one table or one Redis without sharing keys: the same key
+	// under two prefixes names two records (see RecordKey). At most 64
+	// visible ASCII characters, no ':'. Keep it stable: a new prefix
+	// forgets every key. Defaults to "": ADR 009's keys, unchanged.
+	KeyPrefix string
 }
 
 // withDefaults returns a copy of c with every zero field set to its default
 // and names normalised.
 func (c Config) withDefaults() Config {
+	c = c.adoptionDefaults()
 	if len(c.Methods) == 0 {
 		c.Methods = DefaultMethods
 	}
@@ -195,6 +282,9 @@ func (c Config) withDefaults() Config {
 	if c.FinishTimeout == 0 {
 		c.FinishTimeout = DefaultFinishTimeout
 	}
+	if c.Heartbeat == 0 {
+		c.Heartbeat = DefaultHeartbeat
+	}
 	return c
 }
 
@@ -213,6 +303,7 @@ func (c Config) validate() error {
 		}
 	}
 	errs = append(errs, validateTimes("Config", c.TTL, c.MaxLease, c.LeaseMargin, c.FinishTimeout)...)
+	errs = append(errs, validateRunOptions("Config", c.Heartbeat, c.WaitForResult, c.LocalCache)...)
 	if c.MaxBodyBytes < 0 {
 		errs = append(errs, fmt.Errorf("Config.MaxBodyBytes is %d: use a positive size, or 0 for the default %d", c.MaxBodyBytes, DefaultMaxBodyBytes))
 	}
@@ -221,6 +312,8 @@ func (c Config) validate() error {
 			errs = append(errs, fmt.Errorf("Config.ReplayHeaders holds %q, which is not a header name", h))
 		}
 	}
+	errs = append(errs, c.validateAdoption()...)
+	errs = append(errs, c.validateAdoption()...)
 	if len(errs) == 0 {
 		return nil
 	}
@@ -246,10 +339,30 @@ func validateTimes(typeName string, ttl, maxLease, leaseMargin, finishTimeout ti
 	return errs
 }
 
+// validateRunOptions reports the problems of the heartbeat, wait and cache
+// options that Config and FunctionConfig share; typeName starts each
+// message.
+func validateRunOptions(typeName string, heartbeat, wait time.Duration, cache *LocalCache) []error {
+	var errs []error
+	if heartbeat < 0 && heartbeat != HeartbeatOff {
+		errs = append(errs, fmt.Errorf("%s.Heartbeat is %v: use a positive duration, 0 for the default %v, or HeartbeatOff", typeName, heartbeat, DefaultHeartbeat))
+	}
+	if heartbeat > 0 && heartbeat < heartbeatBeats*time.Millisecond {
+		errs = append(errs, fmt.Errorf("%s.Heartbeat is %v: use at least %v", typeName, heartbeat, heartbeatBeats*time.Millisecond))
+	}
+	if wait < 0 {
+		errs = append(errs, fmt.Errorf("%s.WaitForResult is %v: use a positive duration, or 0 for no wait", typeName, wait))
+	}
+	if cache != nil && (cache.MaxEntries < 0 || cache.MaxBytes < 0) {
+		errs = append(errs, fmt.Errorf("%s.LocalCache bounds are %d entries and %d bytes: use positive numbers, or 0 for the defaults %d and %d", typeName, cache.MaxEntries, cache.MaxBytes, DefaultCacheEntries, DefaultCacheBytes))
+	}
+	return errs
+}
+
 // replayHeaderNames returns the canonical names of the headers kept for
 // replay.
 func (c Config) replayHeaderNames() []string {
-	names := []string{"Content-Type", "Location"}
+	names := []string{"Content-Type", "Content-Encoding", "Location"}
 	for _, h := range c.ReplayHeaders {
 		h = http.CanonicalHeaderKey(h)
 		if !slices.Contains(names, h) {

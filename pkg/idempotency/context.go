@@ -7,9 +7,12 @@ import (
 
 // Info describes the protected request a handler is running for.
 type Info struct {
-	// Key is the Idempotency-Key, a lower-case UUID v4.
+	// Key is the request's idempotency key as the client sent it,
+	// normalised: a UUID v4 in lower case, or an opaque key as sent
+	// (Config.KeyFormat). The store keeps RecordKey of it.
 	Key string
-	// UserID is the authenticated user, a lower-case UUID.
+	// UserID is the authenticated user, a lower-case UUID (SubjectUUID of
+	// the subject).
 	UserID string
 	// RequestHash is the request's fingerprint (see Fingerprint). A handler
 	// that records the key on the row it creates stores this beside it, so

@@ -27,6 +27,16 @@ type engine struct {
 	clock         func() time.Time
 	logger        *slog.Logger
 	metrics       *metricsWriter
+
+	// heartbeat is the lease of a run that renews it (0: renewal off);
+	// heartbeatLongRuns renews runs with a deadline too (Config).
+	heartbeat         time.Duration
+	heartbeatLongRuns bool
+	// wait bounds how long a duplicate waits for the first run's answer
+	// (0: it does not wait).
+	wait time.Duration
+	// cache keeps completed records in this process (nil: no cache).
+	cache *recordCache
 }
 
 // newEngine returns the engine of a defaulted Config.
@@ -41,6 +51,11 @@ func newEngine(cfg Config) *engine {
 		clock:         cfg.Clock,
 		logger:        cfg.Logger,
 		metrics:       &metricsWriter{w: cfg.Metrics, namespace: cfg.Namespace},
+
+		heartbeat:         max(cfg.Heartbeat, 0),
+		heartbeatLongRuns: cfg.HeartbeatLongRuns,
+		wait:              cfg.WaitForResult,
+		cache:             newRecordCache(cfg.LocalCache),
 	}
 }
 
@@ -59,17 +74,30 @@ const (
 
 // claim makes the one claim round trip for (userID, key) with the request
 // fingerprint hash, on behalf of a new owner token: the lease runs to the
-// invocation's deadline plus the margin, never past MaxLease from now. A
-// claim that fails is recovered from (recoverClaim).
+// invocation's deadline plus the margin, never past MaxLease from now, or
+// is one heartbeat for a run that renews it (heartbeat.go). A claim that
+// fails is recovered from (recoverClaim).
+//
+// Before the store, the local cache (Config.LocalCache) is asked: a
+// completed record found there is the answer, with no round trip. After it,
+// a duplicate that finds the record in progress for the same request waits
+// for the first run's answer when Config.WaitForResult is set (wait.go).
 func (e *engine) claim(ctx context.Context, obs *observation, userID, key, hash string) (Ref, ClaimResult, error) {
+	obs.hash = hash
+	now := e.clock()
+	if res, ok := e.cached(userID, key, now); ok {
+		// A completed record: nothing is claimed, so no owner token is made.
+		obs.cached = true
+		return Ref{UserID: userID, Key: key}, res, nil
+	}
 	ref := Ref{UserID: userID, Key: key, Owner: e.owner(ctx)}
 	obs.owner = ref.Owner
-	now := e.clock()
+	obs.heartbeat = e.beats(ctx, now)
 	c := Claim{
 		Ref:         ref,
 		RequestHash: hash,
 		Now:         now,
-		LeaseUntil:  leaseUntil(ctx, now, time.Now(), e.leaseMargin, e.maxLease),
+		LeaseUntil:  e.lease(ctx, now, obs.heartbeat),
 		ExpiresAt:   now.Add(e.ttl),
 	}
 	var res ClaimResult
@@ -78,22 +106,47 @@ func (e *engine) claim(ctx context.Context, obs *observation, userID, key, hash 
 		return err
 	})
 	if err != nil {
-		if IsPermanent(err) {
-			// The store refused the claim for good (a missing grant, a
-			// missing table): nothing was written, and neither a second
-			// claim nor a release could succeed.
-			obs.err, obs.permanent = err, true
-			return ref, ClaimResult{}, storeFailure("claim", err)
-		}
-		if res, err = e.recoverClaim(ctx, c, err, obs); err != nil {
-			obs.err, obs.permanent = err, IsPermanent(err)
-			return ref, ClaimResult{}, storeFailure("claim", err)
-		}
+		res, err = e.recoverClaim(ctx, c, err, obs)
+	}
+	if err == nil && e.wait > 0 && waiting(res, hash) {
+		res, err = e.waitForResult(ctx, obs, c, res)
+	}
+	if err != nil {
+		obs.err, obs.permanent = err, IsPermanent(err)
+		return ref, ClaimResult{}, storeFailure("claim", err)
 	}
 	if res.Claimed {
 		obs.claimed = true
+	} else {
+		e.keep(userID, key, res.Record)
 	}
 	return ref, res, nil
+}
+
+// cached returns the completed record of (userID, key) from the local
+// cache as a claim's answer.
+func (e *engine) cached(userID, key string, now time.Time) (ClaimResult, bool) {
+	if e.cache == nil {
+		return ClaimResult{}, false
+	}
+	entry, ok := e.cache.get(userID, key, now)
+	if !ok {
+		return ClaimResult{}, false
+	}
+	resp := entry.response
+	return ClaimResult{Record: Record{
+		UserID: userID, Key: key, RequestHash: entry.requestHash, Status: StatusCompleted,
+		Response: &resp, ExpiresAt: entry.expiresAt,
+	}}, true
+}
+
+// keep puts a completed record that a claim found into the local cache,
+// when the store reported its expiry (a store may leave it zero).
+func (e *engine) keep(userID, key string, rec Record) {
+	if e.cache == nil || rec.Status != StatusCompleted || rec.Response == nil || rec.ExpiresAt.IsZero() {
+		return
+	}
+	e.cache.put(userID, key, rec.RequestHash, *rec.Response, e.clock(), rec.ExpiresAt)
 }
 
 // recoverClaim handles a failed claim. A claim can commit and still fail on
@@ -105,8 +158,15 @@ func (e *engine) claim(ctx context.Context, obs *observation, userID, key, hash 
 // released with the same token. Both are safe: the work has not run, and
 // the owner token fences off any record another invocation holds. The
 // release runs even after the invocation's context is done, bounded by
-// claimRecoveryTimeout.
+// claimRecoveryTimeout. A permanent failure (StoreError.Permanent) is not
+// recovered from: the store refused the claim, so nothing was written.
 func (e *engine) recoverClaim(ctx context.Context, c Claim, first error, obs *observation) (ClaimResult, error) {
+	if IsPermanent(first) {
+		// The store refused the claim for good (a missing grant, a
+		// missing table): nothing was written, and neither a second
+		// claim nor a release could succeed.
+		return ClaimResult{}, first
+	}
 	if ctx.Err() == nil {
 		var res ClaimResult
 		err := obs.timed("claim", func() (err error) {
@@ -155,6 +215,11 @@ type work func(ctx context.Context) (resp StoredResponse, keep bool, err error)
 // DoNotStore reach this run.
 func (e *engine) execute(ctx context.Context, state *runState, obs *observation, w work) (err error) {
 	ctx = context.WithValue(ctx, runKey{}, state)
+	runCtx := ctx
+	var hb *heartbeat
+	if obs.heartbeat {
+		runCtx, hb = e.startHeartbeat(ctx, state.ref)
+	}
 	start := time.Now()
 	returned := false
 	defer func() {
@@ -165,14 +230,20 @@ func (e *engine) execute(ctx context.Context, state *runState, obs *observation,
 		// retry, then let the panic go on.
 		v := recover()
 		obs.handler, obs.handlerMS = "panic", msSince(start)
+		if hb != nil {
+			hb.stop(obs)
+		}
 		e.release(ctx, state.ref, obs)
 		if v != nil {
 			panic(v)
 		}
 	}()
-	resp, keep, err := w(ctx)
+	resp, keep, err := w(runCtx)
 	returned = true
 	obs.handlerMS = msSince(start)
+	if hb != nil {
+		hb.stop(obs)
+	}
 
 	switch {
 	case err != nil:
@@ -229,6 +300,11 @@ func (e *engine) complete(ctx context.Context, ref Ref, resp StoredResponse, obs
 	if err != nil {
 		obs.err = errors.Join(obs.err, err)
 		obs.permanent = obs.permanent || IsPermanent(err)
+		return
+	}
+	if e.cache != nil {
+		now := e.clock()
+		e.cache.put(ref.UserID, ref.Key, obs.hash, resp, now, now.Add(e.ttl))
 	}
 }
 
@@ -297,6 +373,16 @@ type runState struct {
 	// doNotStore is set by DoNotStore: the engine releases the record
 	// instead of completing it.
 	doNotStore atomic.Bool
+	// atomicStored is the response the handler completed the record with
+	// when it took the completion over; set with takenOver.
+	atomicStored StoredResponse
+}
+
+// completesInTx reports whether the run's Store can complete inside its
+// caller's transaction (TxCompleter).
+func (r *runState) completesInTx() bool {
+	_, ok := r.e.store.(TxCompleter)
+	return ok
 }
 
 type runKey struct{}
@@ -313,5 +399,6 @@ func (r *runState) takeOver(resp StoredResponse) (Completion, bool) {
 	if r.doNotStore.Load() || !r.takenOver.CompareAndSwap(false, true) {
 		return Completion{}, false
 	}
+	r.atomicStored = resp
 	return r.e.completion(r.ref, resp), true
 }

@@ -5,9 +5,9 @@ import (
 	"fmt"
 )
 
-// ErrLeaseLost is returned by Store.Complete and Store.Release when the caller
-// no longer owns the record: its lease ran out and another invocation took it
-// over, or it was deleted. Nothing was written.
+// ErrLeaseLost is returned by Store.Complete, Store.Release and Store.Renew
+// when the caller no longer owns the record: its lease ran out and another
+// invocation took it over, or it was deleted. Nothing was written.
 var ErrLeaseLost = errors.New("idempotency: lease lost: the record is no longer owned by this invocation")
 
 // StoreError wraps any failure of a Store other than ErrLeaseLost: the store

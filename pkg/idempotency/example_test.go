@@ -97,13 +97,13 @@ func ExampleWrap_restAPI() {
 	}
 	// Output:
 	// 400 application/problem+json
-	// {"type":"https://ichido.dev/problems/idempotency_key_missing","title":"Idempotency-Key header missing","status":400,"detail":"Send an Idempotency-Key header holding a new UUID version 4 with every DELETE request.","code":"idempotency_key_missing"}
+	// {"type":"https://ichido.dev/problems/idempotency_key_missing","title":"Idempotency-Key header missing","status":400,"detail":"Send the Idempotency-Key header holding a new UUID version 4 with every DELETE request.","code":"idempotency_key_missing"}
 	// 204 replayed=
 	// 204 replayed=true
 }
 
 // A Lambda authorizer puts the user in its own context; name the field.
-// A subject that is not a UUID must be mapped to one by your own UserIDFunc.
+// A subject that is not a UUID is mapped to one (SubjectUUID).
 func ExampleAuthorizerContextField() {
 	cfg := idempotency.Config{
 		Store:  exampleStore(),

@@ -46,7 +46,11 @@ type FunctionConfig[In any] struct {
 	// unchanged; a call whose key is known but whose payload differs fails
 	// with ErrKeyReused instead of being answered with another input's
 	// result. JSON payloads are compared canonically (key order and white
-	// space do not count). Defaults to none: the key alone decides.
+	// space do not count). Records made while Payload was not set carry no
+	// payload, so against them (and, once Payload is removed, against any
+	// record) the key alone decides: adding Payload to a running function
+	// does not fail the work it already did. Defaults to none: the key
+	// alone decides.
 	Payload func(in In) ([]byte, error)
 
 	// TTL is how long a record lives: an in-progress record expires TTL
@@ -58,13 +62,37 @@ type FunctionConfig[In any] struct {
 	// MaxLease bounds how long a claim protects a record whose owner
 	// neither completed nor released it (it crashed or timed out). The lease
 	// ends at the invocation's deadline (ctx.Deadline()) plus LeaseMargin,
-	// never later than now + MaxLease; with no deadline, at now + MaxLease.
-	// Defaults to 15m (DefaultMaxLease).
+	// never later than now + MaxLease; with no deadline the lease is renewed
+	// instead (see Heartbeat), or, with Heartbeat set to HeartbeatOff, ends
+	// at now + MaxLease. Defaults to 15m (DefaultMaxLease).
 	MaxLease time.Duration
 
 	// LeaseMargin is added to the invocation's deadline when computing the
 	// lease. Defaults to 2s (DefaultLeaseMargin).
 	LeaseMargin time.Duration
+
+	// Heartbeat is the lease of a call that has no deadline (a call outside
+	// Lambda), renewed every third of it while the function runs (see
+	// Config.Heartbeat). Defaults to 30s (DefaultHeartbeat); HeartbeatOff
+	// turns renewal off.
+	Heartbeat time.Duration
+
+	// HeartbeatLongRuns renews the leases of calls with a deadline too, when
+	// the deadline's lease would be longer than Heartbeat (see
+	// Config.HeartbeatLongRuns). Defaults to false.
+	HeartbeatLongRuns bool
+
+	// WaitForResult lets a repeat that finds its key in progress wait for
+	// the first call's result, up to this long and never past its own
+	// deadline, and return it instead of ErrInProgress (SQSHandler: instead
+	// of reporting the record failed); see Config.WaitForResult. Defaults
+	// to 0: no wait.
+	WaitForResult time.Duration
+
+	// LocalCache keeps completed results in memory, in this execution
+	// environment, so that a repeat returns without a store round trip (see
+	// LocalCache). Defaults to nil: no cache.
+	LocalCache *LocalCache
 
 	// FinishTimeout bounds completing or releasing a record after the
 	// function returned, retries included (see Config.FinishTimeout).
@@ -95,6 +123,24 @@ type FunctionConfig[In any] struct {
 	// Namespace is the CloudWatch namespace of the metrics. Defaults to
 	// "ichido" (DefaultNamespace).
 	Namespace string
+
+	// KeyPrefix scopes the keys further, so that several services can share
+	// one table or one Redis even where their Names meet (see
+	// FunctionRecordID). At most 64 visible ASCII characters, no ':'. Keep
+	// it stable. Defaults to "": keys scoped by Name and Scope only.
+	KeyPrefix string
+
+	// AllowMissingKey lets a call whose Key is empty run unprotected: fn
+	// runs, nothing is claimed or stored, and the call is logged and
+	// counted with the outcome "unprotected". Defaults to false: such a call
+	// fails with ErrNoKey and fn does not run.
+	AllowMissingKey bool
+
+	// OnReplay, when set, is called on every repeat answered from a stored
+	// result, with the stored result (Replay.Response.Body, its JSON) and
+	// the record's metadata; it observes, it changes nothing. Defaults to
+	// nil: no hook.
+	OnReplay func(ctx context.Context, r *Replay)
 }
 
 // common is c's settings shared with Config, so that both take their
@@ -107,10 +153,15 @@ func (c FunctionConfig[In]) common() Config {
 		LeaseMargin:   c.LeaseMargin,
 		FinishTimeout: c.FinishTimeout,
 		Owner:         c.Owner,
-		Clock:         c.Clock,
-		Logger:        c.Logger,
-		Metrics:       c.Metrics,
-		Namespace:     c.Namespace,
+
+		Heartbeat:         c.Heartbeat,
+		HeartbeatLongRuns: c.HeartbeatLongRuns,
+		WaitForResult:     c.WaitForResult,
+		LocalCache:        c.LocalCache,
+		Clock:             c.Clock,
+		Logger:            c.Logger,
+		Metrics:           c.Metrics,
+		Namespace:         c.Namespace,
 	}
 }
 
@@ -122,6 +173,7 @@ func (c FunctionConfig[In]) withDefaults() FunctionConfig[In] {
 	}
 	d := c.common().withDefaults()
 	c.TTL, c.MaxLease, c.LeaseMargin, c.FinishTimeout = d.TTL, d.MaxLease, d.LeaseMargin, d.FinishTimeout
+	c.Heartbeat = d.Heartbeat
 	c.Owner, c.Clock, c.Logger, c.Metrics, c.Namespace = d.Owner, d.Clock, d.Logger, d.Metrics, d.Namespace
 	return c
 }
@@ -139,6 +191,10 @@ func (c FunctionConfig[In]) validate() error {
 		errs = append(errs, errors.New("FunctionConfig.Key is nil: pass a function that returns the input's idempotency key (an event id, a message id)"))
 	}
 	errs = append(errs, validateTimes("FunctionConfig", c.TTL, c.MaxLease, c.LeaseMargin, c.FinishTimeout)...)
+	errs = append(errs, validateRunOptions("FunctionConfig", c.Heartbeat, c.WaitForResult, c.LocalCache)...)
+	if err := validateKeyPrefix("FunctionConfig", c.KeyPrefix); err != nil {
+		errs = append(errs, err)
+	}
 	if len(errs) == 0 {
 		return nil
 	}
@@ -186,7 +242,7 @@ func Function[In, Out any](fn func(context.Context, In) (Out, error), cfg Functi
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	f := &function[In, Out]{cfg: cfg, e: newEngine(cfg.common()), fn: fn}
+	f := &function[In, Out]{cfg: cfg, e: newEngine(cfg.common()), fn: fn, unchecked: payloadHash(cfg.Name, false, nil)}
 	return f.call, nil
 }
 
@@ -195,6 +251,17 @@ type function[In, Out any] struct {
 	cfg FunctionConfig[In]
 	e   *engine
 	fn  func(context.Context, In) (Out, error)
+	// unchecked is the fingerprint of every call made without a payload
+	// check (FunctionConfig.Payload nil).
+	unchecked string
+}
+
+// mismatch reports whether a record's fingerprint refuses a call with
+// fingerprint hash: only when both were made with a payload check. A record
+// made without one (before Payload was configured) is no evidence that the
+// payload differs, nor is a call made without one; the key alone decides.
+func (f *function[In, Out]) mismatch(recorded, hash string) bool {
+	return recorded != hash && recorded != f.unchecked && hash != f.unchecked
 }
 
 // call is the flow of one call: key, claim, then run, replay or refuse.
@@ -203,13 +270,25 @@ func (f *function[In, Out]) call(ctx context.Context, in In) (out Out, err error
 	defer func() { obs.emit(ctx, f.cfg.Logger, f.e.metrics) }()
 
 	key, scope, hash, err := f.identify(ctx, in)
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrNoKey) && f.cfg.AllowMissingKey:
+		return f.unprotected(ctx, obs, in)
+	case err != nil:
 		obs.outcome, obs.err = OutcomeRejected, err
 		return out, err
 	}
 	obs.key, obs.user = key, scope
 
-	ref, res, err := f.e.claim(ctx, obs, scopeID(f.cfg.Name, scope), keyID(key), hash)
+	userID, keyRef := FunctionRecordID(f.cfg.KeyPrefix, f.cfg.Name, scope, key)
+	ref, res, err := f.e.claim(ctx, obs, userID, keyRef, hash)
+	if err == nil && !res.Claimed && res.Record.Status == StatusCompleted && res.Record.Response == nil &&
+		res.Record.RequestHash != hash && !f.mismatch(res.Record.RequestHash, hash) {
+		// A completed record of the same key made with or without a payload
+		// check where this call is the other way: a store need not return
+		// the response of a record whose fingerprint differs, so it is asked
+		// for it under the record's own.
+		ref, res, err = f.e.claim(ctx, obs, userID, keyRef, res.Record.RequestHash)
+	}
 	if err != nil {
 		obs.outcome = OutcomeStoreError
 		return out, err
@@ -217,7 +296,7 @@ func (f *function[In, Out]) call(ctx context.Context, in In) (out Out, err error
 	if !res.Claimed {
 		rec := res.Record
 		switch {
-		case rec.RequestHash != hash:
+		case f.mismatch(rec.RequestHash, hash):
 			obs.outcome = OutcomeMismatch
 			return out, fmt.Errorf("%w: key %q", ErrKeyReused, key)
 		case rec.Status == StatusInProgress:
@@ -228,6 +307,9 @@ func (f *function[In, Out]) call(ctx context.Context, in In) (out Out, err error
 			return out, fmt.Errorf("%w: key %q", ErrResultNotKept, key)
 		case rec.Status == StatusCompleted && rec.Response != nil:
 			obs.outcome = OutcomeReplayed
+			if f.cfg.OnReplay != nil {
+				f.onReplay(ctx, obs, key, ref, rec)
+			}
 			if err := json.Unmarshal([]byte(rec.Response.Body), &out); err != nil {
 				obs.err = err
 				return out, fmt.Errorf("idempotency: the stored result of key %q does not decode as %T: %w", key, out, err)
@@ -381,12 +463,14 @@ func payloadHash(name string, checked bool, payload []byte) string {
 // does not complete the record itself. If fn then fails, the record is
 // released as usual.
 //
-// It reports false, and changes nothing, outside such a call, after
-// DoNotStore, when called a second time, or when out does not encode as
-// JSON.
+// It reports false, and changes nothing, outside such a call, when the
+// engine's Store cannot complete inside the caller's transaction (it is no
+// TxCompleter: Redis), after DoNotStore, when called a second time, or when
+// out does not encode as JSON. With pgstore, prefer its CompleteRunInTx,
+// which takes the run over and writes the completion in one call.
 func AtomicResult[Out any](ctx context.Context, out Out) (Completion, bool) {
 	run, ok := currentRun(ctx)
-	if !ok || run.stored != nil {
+	if !ok || run.stored != nil || !run.completesInTx() {
 		return Completion{}, false
 	}
 	resp, err := resultResponse(out)

@@ -32,7 +32,7 @@ func FuzzParseKey(f *testing.F) {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, value string) {
-		key, err := parseKey([]string{value})
+		key, err := parseKey([]string{value}, KeyUUIDv4)
 		if err != nil {
 			require.Empty(t, key)
 			return
@@ -42,7 +42,7 @@ func FuzzParseKey(f *testing.F) {
 		require.Equal(t, strings.ToLower(key), key)
 		// ... that parses to itself in every accepted form.
 		for _, form := range []string{key, strings.ToUpper(key), `"` + key + `"`, key + ", " + key} {
-			again, err := parseKey([]string{form})
+			again, err := parseKey([]string{form}, KeyUUIDv4)
 			require.NoError(t, err, form)
 			require.Equal(t, key, again)
 		}
@@ -51,7 +51,7 @@ func FuzzParseKey(f *testing.F) {
 		if key == keyA {
 			other = keyB
 		}
-		_, err = parseKey([]string{value, other})
+		_, err = parseKey([]string{value, other}, KeyUUIDv4)
 		require.ErrorIs(t, err, errKeyInvalid)
 	})
 }

@@ -3,6 +3,7 @@ package idempotency
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 )
 
@@ -15,28 +16,36 @@ import (
 // IAMPrincipal is the UserIDFunc of a Lambda Function URL with AuthType
 // AWS_IAM: the user is the IAM principal that signed the request
 // (requestContext.authorizer.iam), mapped to a stable UUID derived from its
-// account and ARN. The session name of an assumed role is left out, so that
-// a caller that assumes its role again between two retries keeps its keys;
-// two different roles or users never share them. A request without an IAM
-// identity (AuthType NONE) has no user and is refused with 401.
+// account and its whole ARN. For an assumed role the ARN ends with the
+// session name (arn:aws:sts::123456789012:assumed-role/Role/alice@example.com),
+// and the session is who the caller is: IAM Identity Center signs every
+// user of one permission set with the same role and a session of their
+// own, so two people never share keys, and neither do two sessions of one
+// role. A caller that assumes its role again under another session name
+// between two retries gets a fresh scope (its retry runs as a new
+// request); keep the session name stable per caller. A request without an
+// IAM identity (AuthType NONE) has no user and is refused with 401.
 func IAMPrincipal(_ context.Context, req Request) (string, error) {
 	if req.IAM == nil || req.IAM.AccountID == "" || req.IAM.UserARN == "" {
 		return "", nil
 	}
-	return derivedUUID("iam", req.IAM.AccountID, principalARN(req.IAM.UserARN)), nil
+	return derivedUUID("iam", req.IAM.AccountID, req.IAM.UserARN), nil
 }
 
-// principalARN drops the session of an assumed role's ARN
-// (arn:aws:sts::123456789012:assumed-role/Role/session becomes
-// arn:aws:sts::123456789012:assumed-role/Role).
-func principalARN(arn string) string {
-	if i := strings.Index(arn, ":assumed-role/"); i >= 0 {
-		rest := arn[i+len(":assumed-role/"):]
-		if j := strings.IndexByte(rest, '/'); j >= 0 {
-			return arn[:i+len(":assumed-role/")+j]
+// distinct returns values without repeats, in their order. A REST API
+// (payload 1.0) event carries every header in both "headers" and
+// "multiValueHeaders", so one header sent once arrives as two equal values.
+func distinct(values []string) []string {
+	if len(values) < 2 {
+		return values
+	}
+	out := values[:1:1]
+	for _, v := range values[1:] {
+		if !slices.Contains(out, v) {
+			out = append(out, v)
 		}
 	}
-	return arn
+	return out
 }
 
 // BearerToken returns a UserIDFunc for a shape without an authorizer (a
@@ -44,11 +53,13 @@ func principalARN(arn string) string {
 // plain HTTP server) whose callers send "Authorization: Bearer <token>":
 // verify checks the token (its signature, issuer, audience and expiry:
 // the work API Gateway's JWT authorizer would have done) and returns the
-// user, a UUID. A request without a bearer token has no user (401); an
-// error from verify is logged and answered with 401 as well.
+// user's subject (any string; SubjectUUID maps it). A request without a bearer token has no user (401), and so
+// has one with two different Authorization values; the same value twice
+// (a REST API event carries every header in both of its header maps) is
+// one token. An error from verify is logged and answered with 401 as well.
 func BearerToken(verify func(ctx context.Context, token string) (string, error)) UserIDFunc {
 	return func(ctx context.Context, req Request) (string, error) {
-		values := req.Header("Authorization")
+		values := distinct(req.Header("Authorization"))
 		if len(values) != 1 {
 			return "", nil
 		}
@@ -70,14 +81,14 @@ const ALBOIDCDataHeader = "x-amzn-oidc-data"
 // that authenticates users (authenticate-oidc or authenticate-cognito):
 // verify checks the x-amzn-oidc-data JWT's signature against the load
 // balancer's public key (and its signer field against the load balancer's
-// ARN) and returns the user, a UUID (a Cognito sub is one; map another
-// identity provider's subject to one). The claims are only ever trusted
+// ARN) and returns the user's subject (a Cognito sub or any other
+// provider's; SubjectUUID maps it). The claims are only ever trusted
 // after that check, since a target reachable other than through the rule
 // receives whatever headers the client sent. A request without the header
 // has no user (401).
 func ALBOIDC(verify func(ctx context.Context, oidcData string) (string, error)) UserIDFunc {
 	return func(ctx context.Context, req Request) (string, error) {
-		values := req.Header(ALBOIDCDataHeader)
+		values := distinct(req.Header(ALBOIDCDataHeader))
 		switch len(values) {
 		case 0:
 			return "", nil
@@ -89,7 +100,7 @@ func ALBOIDC(verify func(ctx context.Context, oidcData string) (string, error)) 
 }
 
 // StaticUserID returns a UserIDFunc that gives every request the same user,
-// id (a UUID), for an endpoint with no caller identity at all (a webhook
+// id (any subject), for an endpoint with no caller identity at all (a webhook
 // receiver that checks the sender's signature itself, an internal service
 // behind a private network): the keys are then shared by every caller, so
 // two callers sending the same key get one answer. Use it only where the

@@ -24,7 +24,13 @@ func TestIAMPrincipal(t *testing.T) {
 	require.Len(t, a, 36)
 	_, err := uuid.Parse(a)
 	require.NoError(t, err)
-	require.Equal(t, a, user("arn:aws:sts::123456789012:assumed-role/Worker/session-2"), "a new session of the same role keeps its keys")
+	require.Equal(t, a, user("arn:aws:sts::123456789012:assumed-role/Worker/session-1"), "stable")
+	// IAM Identity Center signs every user of a permission set with one
+	// role and a session of their own: the session is who the caller is.
+	require.NotEqual(t, user("arn:aws:sts::123456789012:assumed-role/AWSReservedSSO_Dev_0123/alice@example.com"),
+		user("arn:aws:sts::123456789012:assumed-role/AWSReservedSSO_Dev_0123/bob@example.com"), "two sessions of one role are two users")
+	require.NotEqual(t, a, user("arn:aws:sts::123456789012:assumed-role/Worker/session-2"))
+	require.NotEqual(t, a, user("arn:aws:sts::123456789012:assumed-role/Worker"))
 	require.NotEqual(t, a, user("arn:aws:sts::123456789012:assumed-role/Other/session-1"))
 	require.NotEqual(t, a, user("arn:aws:iam::123456789012:user/worker"))
 	none, err := idempotency.IAMPrincipal(context.Background(), idempotency.Request{})
@@ -53,7 +59,8 @@ func TestBearerTokenAndALBOIDC(t *testing.T) {
 		{[]string{"bearer   good "}, sub, nil},
 		{[]string{"Basic good"}, "", nil},
 		{[]string{"Bearer "}, "", nil},
-		{[]string{"Bearer good", "Bearer good"}, "", nil},
+		{[]string{"Bearer good", "Bearer good"}, sub, nil}, // a REST API event's two header maps
+		{[]string{"Bearer good", "Bearer other"}, "", nil},
 		{[]string{"Bearer forged"}, "", errBad},
 	} {
 		got, err := bearer(context.Background(), idempotency.Request{Headers: map[string][]string{"authorization": tc.header}})
@@ -89,12 +96,19 @@ func TestWrapFunctionURLWithIAM(t *testing.T) {
 	first, err := h(context.Background(), req)
 	require.NoError(t, err)
 	require.Equal(t, []string{"a=1"}, first.Cookies)
-	req.RequestContext.Authorizer.IAM.UserARN = "arn:aws:sts::123456789012:assumed-role/Caller/two"
 	replay, err := h(context.Background(), req)
 	require.NoError(t, err)
 	require.Equal(t, first.Body, replay.Body)
 	require.Equal(t, "true", replay.Headers[idempotency.ReplayedHeader])
 	require.Equal(t, 1, runs)
+	// Another session of the same role is another caller: its request with
+	// the same key is its own, never the first session's replay.
+	req.RequestContext.Authorizer.IAM.UserARN = "arn:aws:sts::123456789012:assumed-role/Caller/two"
+	other, err := h(context.Background(), req)
+	require.NoError(t, err)
+	require.Empty(t, other.Headers[idempotency.ReplayedHeader])
+	require.Equal(t, 2, runs)
+	req.RequestContext.Authorizer.IAM.UserARN = "arn:aws:sts::123456789012:assumed-role/Caller/one"
 	req.RequestContext.Authorizer = nil
 	refused, err := h(context.Background(), req)
 	require.NoError(t, err)

@@ -60,7 +60,7 @@ func TestParseKey(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			got, err := parseKey(tc.values)
+			got, err := parseKey(tc.values, KeyUUIDv4)
 			if tc.err != nil {
 				require.ErrorIs(t, err, tc.err)
 				require.Empty(t, got)

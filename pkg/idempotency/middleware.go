@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/ichido/ichido/internal/apigw"
@@ -32,7 +33,14 @@ import (
 //     adapts a plain context reader.
 //   - The request body is read whole before the handler runs, at most
 //     Config.MaxBodyBytes (and no more is read); a larger one is refused
-//     with 413 payload_too_large before the store is consulted.
+//     with 413 payload_too_large before the store is consulted. The limit
+//     counts the body's bytes as they arrive, binary bodies included
+//     (Wrap counts the body as API Gateway delivers it, base64 text
+//     included, since that is what a Lambda event carries). A request
+//     with a nil Body has an empty body.
+//   - Methods are compared in upper case, as Wrap compares them: "post"
+//     and "Delete" are protected as POST and DELETE, since a route without
+//     a method pattern hands them to the handler all the same.
 //
 // Responses of protected requests are buffered: the handler's writes,
 // flushes included (http.Flusher is a no-op here, and the writer does not
@@ -56,19 +64,29 @@ func Middleware(cfg Config) (func(http.Handler) http.Handler, error) {
 	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if !d.protects(r.Method) {
+			// Methods are compared in upper case, as Wrap compares them: a
+			// route without a method pattern hands "post" or "Delete" to
+			// the handler, which may well treat it as POST or DELETE.
+			if !d.protects(strings.ToUpper(r.Method)) {
 				next.ServeHTTP(w, r)
 				return
 			}
 			// One byte past the limit is enough for the decorator to refuse
 			// the body with 413, after the user and key checks, as Wrap does.
-			body, err := io.ReadAll(io.LimitReader(r.Body, int64(d.cfg.MaxBodyBytes)+1))
-			if err != nil {
-				writeResponse(w, apigw.Problem(problem.New(http.StatusBadRequest, CodeValidation, "The request body could not be read.")))
-				return
+			// A request built without a body (http.NewRequest with nil, an
+			// adapter's) has a nil Body: it is an empty one.
+			var body []byte
+			if r.Body != nil {
+				var err error
+				if body, err = io.ReadAll(io.LimitReader(r.Body, int64(d.cfg.MaxBodyBytes)+1)); err != nil {
+					writeResponse(w, apigw.Problem(problem.New(http.StatusBadRequest, CodeValidation, "The request body could not be read.")))
+					return
+				}
 			}
 			buf := &responseBuffer{header: http.Header{}}
-			answer, own, _ := d.serve(r.Context(), RequestFromHTTP(r, body), func(ctx context.Context) (apigw.Response, error) {
+			// The limit counts the body's bytes: a binary body is not
+			// counted as the base64 text the Request view holds it in.
+			answer, own, _ := d.serve(r.Context(), RequestFromHTTP(r, body), len(body), func(ctx context.Context) (apigw.Response, error) {
 				inner := r.WithContext(ctx)
 				inner.Body = io.NopCloser(bytes.NewReader(body))
 				inner.ContentLength = int64(len(body))

@@ -48,6 +48,10 @@ const (
 	// OutcomeTooLarge: refused with 413 because the body is larger than
 	// Config.MaxBodyBytes; the store was not consulted.
 	OutcomeTooLarge Outcome = "too_large"
+	// OutcomeUnprotected: the request carried no key and ran unprotected,
+	// since Config.AllowMissingKey (FunctionConfig.AllowMissingKey) is set;
+	// nothing was claimed or stored.
+	OutcomeUnprotected Outcome = "unprotected"
 )
 
 // metricClaimed counts the requests whose handler ran, whatever followed.
@@ -57,6 +61,14 @@ const metricClaimed = "claimed"
 // tried again (a claim whose reply may have been lost, a completion or
 // release that failed), whatever the retry gave.
 const metricStoreRetried = "store_retried"
+
+// metricCacheHit counts the requests answered from the local cache
+// (Config.LocalCache), with no store call.
+const metricCacheHit = "cache_hit"
+
+// metricWaited counts the duplicates that waited for the first run's answer
+// (Config.WaitForResult), whatever the wait gave.
+const metricWaited = "waited"
 
 // metricStorePermanent counts the requests in which the store failed for
 // good (StoreError.Permanent): a deployment to fix, not a blip.
@@ -81,6 +93,11 @@ type observation struct {
 	handlerMS float64
 	err       error // internal; logged, never sent to a client
 	permanent bool  // a store call failed for good (StoreError.Permanent)
+
+	hash      string // the request's fingerprint, kept with a cached record
+	cached    bool   // answered from the local cache, no store call
+	waited    bool   // a duplicate polled for the first run's answer
+	heartbeat bool   // the run's lease is renewed while it runs
 }
 
 // storeCall is the latency of one Store call; a repeated call adds up.
@@ -106,10 +123,12 @@ func (o *observation) timed(op string, call func() error) error {
 	return err
 }
 
-// retried reports whether a Store call was made more than once.
+// retried reports whether a Store call was made more than once after a
+// failure (the renewals of a heartbeat and the polls of a wait are many by
+// design).
 func (o *observation) retried() bool {
 	for _, c := range o.storeMS {
-		if c.calls > 1 {
+		if c.calls > 1 && c.op != "renew" && c.op != "wait" {
 			return true
 		}
 	}
@@ -125,8 +144,8 @@ func (o *observation) emit(ctx context.Context, logger *slog.Logger, metrics *me
 		level = slog.LevelError
 	}
 	if logger.Enabled(ctx, level) {
-		// At most 14 attributes: built on the stack, not grown on the heap.
-		var buf [14]slog.Attr
+		// At most 16 attributes: built on the stack, not grown on the heap.
+		var buf [16]slog.Attr
 		attrs := append(buf[:0], slog.String("outcome", string(o.outcome)))
 		if o.function != "" {
 			attrs = append(attrs, slog.String("function", o.function))
@@ -149,6 +168,12 @@ func (o *observation) emit(ctx context.Context, logger *slog.Logger, metrics *me
 			attrs = append(attrs, slog.String("reason", o.reason))
 		}
 		attrs = append(attrs, slog.Bool("claimed", o.claimed))
+		if o.cached {
+			attrs = append(attrs, slog.Bool("cached", true))
+		}
+		if o.heartbeat {
+			attrs = append(attrs, slog.Bool("heartbeat", true))
+		}
 		if o.handler != "" {
 			attrs = append(attrs, slog.String("handler", o.handler), slog.Float64("handler_ms", o.handlerMS))
 		}
@@ -157,7 +182,7 @@ func (o *observation) emit(ctx context.Context, logger *slog.Logger, metrics *me
 			for _, c := range o.storeMS {
 				msKey, callsKey := storeKeys(c.op)
 				store = append(store, slog.Float64(msKey, c.ms))
-				if c.calls > 1 {
+				if c.calls > 1 || c.op == "wait" || c.op == "renew" {
 					store = append(store, slog.Int(callsKey, c.calls))
 				}
 			}
@@ -172,10 +197,16 @@ func (o *observation) emit(ctx context.Context, logger *slog.Logger, metrics *me
 		logger.LogAttrs(ctx, level, "idempotency", attrs...)
 	}
 
-	var names [4]string
+	var names [6]string
 	counts := append(names[:0], string(o.outcome))
 	if o.claimed {
 		counts = append(counts, metricClaimed)
+	}
+	if o.cached {
+		counts = append(counts, metricCacheHit)
+	}
+	if o.waited {
+		counts = append(counts, metricWaited)
 	}
 	if o.retried() {
 		counts = append(counts, metricStoreRetried)
@@ -198,6 +229,8 @@ func storeKeys(op string) (ms, calls string) {
 		return "release_ms", "release_calls"
 	case "renew":
 		return "renew_ms", "renew_calls"
+	case "wait":
+		return "wait_ms", "wait_calls"
 	}
 	return op + "_ms", op + "_calls"
 }

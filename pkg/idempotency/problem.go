@@ -31,6 +31,11 @@ const (
 	// its response could not be kept for replay (it was larger than the
 	// store's largest record); it does not run again (422).
 	CodeResponseNotKept = "idempotency_response_not_kept"
+	// CodeResponseMismatch: the handler completed its record in its own
+	// transaction (AtomicCompletion) with another response than the one it
+	// answered with; the answer is refused, and a retry with the same key
+	// replays the completed response (500).
+	CodeResponseMismatch = "idempotency_response_mismatch"
 	// CodeValidation: the body could not be read as sent (a body marked
 	// base64 that is not base64) (400).
 	CodeValidation = "validation_failed"

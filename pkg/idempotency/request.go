@@ -38,6 +38,11 @@ type Request struct {
 	// Path is the concrete path as requested (v1 "path", v2 "rawPath"),
 	// never the route template.
 	Path string
+	// PathParameters are the route's path parameters by name: v1 and v2
+	// "pathParameters" (a route such as /orders/{id}), or the wildcards of
+	// the net/http ServeMux pattern that routed the request. Nil when there
+	// are none (a Function URL or an ALB target has no routes).
+	PathParameters map[string]string
 	// Query holds the query parameters. Values of one name keep the order
 	// in which the client sent them. v1 reads multiValueQueryStringParameters
 	// (falling back to queryStringParameters); v2 parses rawQueryString.
@@ -103,6 +108,7 @@ func fromV1(r events.APIGatewayProxyRequest) Request {
 		Body:            r.Body,
 		IsBase64Encoded: r.IsBase64Encoded,
 		RequestID:       r.RequestContext.RequestID,
+		PathParameters:  r.PathParameters,
 	}
 	if len(r.MultiValueQueryStringParameters) > 0 {
 		for name, values := range r.MultiValueQueryStringParameters {
@@ -137,6 +143,7 @@ func fromV2(r events.APIGatewayV2HTTPRequest) Request {
 		Body:            r.Body,
 		IsBase64Encoded: r.IsBase64Encoded,
 		RequestID:       r.RequestContext.RequestID,
+		PathParameters:  r.PathParameters,
 	}
 	addHeaders(out.Headers, r.Headers, nil)
 	if a := r.RequestContext.Authorizer; a != nil {
@@ -265,6 +272,8 @@ func RequestFromHTTP(r *http.Request, body []byte) Request {
 		Query:    apigw.ParseRawQuery(r.URL.RawQuery),
 		RawQuery: r.URL.RawQuery,
 		Headers:  make(map[string][]string, len(r.Header)),
+
+		PathParameters: patternParameters(r),
 	}
 	for name, values := range r.Header {
 		lower := strings.ToLower(name)

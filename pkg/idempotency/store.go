@@ -38,7 +38,9 @@ import (
 // permanent one is answered at once, without a second claim or a release,
 // with 500 idempotency_store_misconfigured and no Retry-After, and logged
 // with "permanent": true. A Complete or Release that fails transiently is
-// retried within the finish timeout; a permanent failure is not retried.
+// retried within the finish timeout; a permanent failure is not retried. A
+// Renew that fails transiently is tried again at the next beat; a permanent
+// failure stops the beat and cancels the run.
 // Every failure fails closed: the work never runs without a claim.
 //
 // Size: every store has a largest record it can keep (a PostgreSQL JSONB
@@ -129,9 +131,12 @@ type Renewal struct {
 
 // Ref names one record and the owner token that claims it.
 type Ref struct {
-	// UserID is the authenticated user, a lower-case UUID.
+	// UserID is the authenticated user, a lower-case UUID (SubjectUUID of
+	// the subject), or a function's derived scope id.
 	UserID string
-	// Key is the Idempotency-Key, a lower-case UUID v4.
+	// Key is the record's key, a lower-case UUID: the Idempotency-Key (a
+	// UUID v4) itself, or the UUID derived from an opaque or prefixed key
+	// (RecordKey) or a function's key (FunctionRecordID).
 	Key string
 	// Owner is the token of the invocation that claimed the record.
 	Owner string
@@ -203,7 +208,9 @@ type StoredResponse struct {
 	// StatusCode is the handler's HTTP status.
 	StatusCode int `json:"status"`
 	// Headers are the content headers kept for replay (Content-Type,
-	// Location and those listed in Config.ReplayHeaders), canonical names.
+	// Content-Encoding, Location and those listed in Config.ReplayHeaders),
+	// canonical names. Several values of one header are joined with ", ",
+	// except Set-Cookie's, which are kept as a JSON array of strings.
 	Headers map[string]string `json:"headers,omitempty"`
 	// Body is the response body exactly as the handler returned it (base64
 	// text when IsBase64Encoded).
@@ -235,4 +242,66 @@ func notKept(status int) StoredResponse {
 // configuration that retrying will not cure.
 type Checker interface {
 	Check(ctx context.Context) error
+}
+
+// Admin is an optional capability of a Store: reading and deleting records
+// by user and key, for operators (cmd/keystore's get, list and delete
+// commands) and for the record's times that Config.OnReplay is given when
+// the claim did not return them. pgstore, redisstore and memstore
+// implement it. None of it is on a request's hot path, except Get for a
+// replay hook on a store whose claim returns no times (pgstore).
+//
+// A record whose ExpiresAt has passed (by the server's clock, where there
+// is one) counts as absent, as for Claim; an in-progress record whose lease
+// ran out is still returned (its LeaseUntil says so), since that is what an
+// operator looks for.
+type Admin interface {
+	// Get returns the record (userID, key), with its Response when
+	// completed, or false when there is none.
+	//
+	// Errors: *StoreError on any failure.
+	Get(ctx context.Context, userID, key string) (Record, bool, error)
+
+	// List returns the records that q selects, newest (CreatedAt) first.
+	// It may read every record of the store (Redis scans its keys): it is
+	// for operators, not for a request's path.
+	//
+	// Errors: *StoreError on any failure.
+	List(ctx context.Context, q ListQuery) ([]Record, error)
+
+	// Delete removes the record (userID, key) whatever its state or owner,
+	// and reports whether there was one. Deleting an in-progress record
+	// lets the next request with its key run while the first may still be
+	// running; the first one's completion then finds its lease lost and
+	// stores nothing.
+	//
+	// Errors: *StoreError on any failure.
+	Delete(ctx context.Context, userID, key string) (bool, error)
+}
+
+// DefaultListLimit is how many records Admin.List returns when
+// ListQuery.Limit is 0.
+const DefaultListLimit = 100
+
+// ListQuery selects the records Admin.List returns.
+type ListQuery struct {
+	// UserID, when set, selects one user's records (a lower-case UUID, as
+	// SubjectUUID or FunctionRecordID gives it). Defaults to every user.
+	UserID string
+	// Status, when set, selects the records in that state (StatusInProgress
+	// to find what is still running or was left by a crash). Defaults to
+	// both.
+	Status Status
+	// Limit is the most records returned. Defaults to 100
+	// (DefaultListLimit).
+	Limit int
+}
+
+// Limited returns q.Limit, or DefaultListLimit when it is 0 or less: the
+// limit a Store applies.
+func (q ListQuery) Limited() int {
+	if q.Limit <= 0 {
+		return DefaultListLimit
+	}
+	return q.Limit
 }

@@ -2,8 +2,10 @@ package idempotency
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -41,7 +43,7 @@ func Wrap[Req AnyRequest, Resp AnyResponse](h func(context.Context, Req) (Resp, 
 			return h(ctx, req)
 		}
 		var resp Resp
-		answer, own, err := d.serve(ctx, view, func(ctx context.Context) (apigw.Response, error) {
+		answer, own, err := d.serve(ctx, view, len(view.Body), func(ctx context.Context) (apigw.Response, error) {
 			var err error
 			resp, err = h(ctx, req)
 			return apigw.FromResponse(resp), err
@@ -75,11 +77,12 @@ func (d *decorator) protects(method string) bool {
 	return slices.Contains(d.cfg.Methods, method)
 }
 
-// serve runs the contract's flow for one protected request. When the
-// handler ran (own is true) the caller answers with the handler's own
+// serve runs the contract's flow for one protected request, whose body is
+// bodySize bytes long as the shape counts it (Config.MaxBodyBytes). When
+// the handler ran (own is true) the caller answers with the handler's own
 // response and err, which run returned; otherwise answer is the refusal or
 // the replay to send.
-func (d *decorator) serve(ctx context.Context, view Request, run func(ctx context.Context) (apigw.Response, error)) (answer apigw.Response, own bool, err error) {
+func (d *decorator) serve(ctx context.Context, view Request, bodySize int, run func(ctx context.Context) (apigw.Response, error)) (answer apigw.Response, own bool, err error) {
 	obs := &observation{start: d.cfg.Clock(), method: view.Method, path: view.Path}
 	defer func() { obs.emit(ctx, d.cfg.Logger, d.e.metrics) }()
 
@@ -99,27 +102,26 @@ func (d *decorator) serve(ctx context.Context, view Request, run func(ctx contex
 	}
 	obs.user = userID
 
-	key, err := parseKey(view.Header(HeaderName))
+	key, err := d.requestKey(ctx, view)
 	switch {
-	case errors.Is(err, errKeyMissing):
-		return refuse(OutcomeRejected, problem.New(http.StatusBadRequest, CodeKeyMissing,
-			"Send an Idempotency-Key header holding a new UUID version 4 with every "+view.Method+" request."))
+	case errors.Is(err, errKeyMissing) && d.cfg.AllowMissingKey:
+		return d.unprotected(ctx, obs, run)
 	case err != nil:
-		return refuse(OutcomeRejected, problem.New(http.StatusBadRequest, CodeKeyInvalid,
-			"The Idempotency-Key header must hold exactly one UUID version 4, bare or as a quoted string."))
+		obs.err = err
+		return refuse(OutcomeRejected, d.keyProblem(view, err))
 	}
 	obs.key = key
 
-	if p, ok := d.checkBodySize(view); !ok {
+	if p, ok := d.checkBodySize(bodySize); !ok {
 		return refuse(OutcomeTooLarge, p)
 	}
-	hash, err := Fingerprint(view)
+	hash, err := d.cfg.Fingerprint(view)
 	if err != nil {
-		return refuse(OutcomeRejected, problem.New(http.StatusBadRequest, CodeValidation,
-			"The request body is marked base64-encoded but is not valid base64."))
+		obs.err = err
+		return refuse(OutcomeRejected, fingerprintProblem(err))
 	}
 
-	ref, res, err := d.e.claim(ctx, obs, userID, key, hash)
+	ref, res, err := d.e.claim(ctx, obs, userID, RecordKey(d.cfg.KeyPrefix, d.cfg.KeyFormat, key), hash)
 	switch {
 	case IsPermanent(err):
 		return refuse(OutcomeStoreError, storeMisconfigured())
@@ -141,7 +143,12 @@ func (d *decorator) serve(ctx context.Context, view Request, run func(ctx contex
 				"The request with this Idempotency-Key was processed, but its response was too large to be kept for replay. It will not be processed again; use a new key for a new request."))
 		case rec.Status == StatusCompleted && rec.Response != nil:
 			obs.outcome, obs.status = OutcomeReplayed, rec.Response.StatusCode
-			return d.replay(*rec.Response), false, nil
+			answer := d.replay(*rec.Response)
+			if d.cfg.OnReplay != nil {
+				rec.UserID, rec.Key = ref.UserID, ref.Key
+				d.onReplay(ctx, obs, key, rec, answer.Headers)
+			}
+			return answer, false, nil
 		default:
 			obs.err = fmt.Errorf("store returned an unusable record: status %q, response present %t", rec.Status, rec.Response != nil)
 			return refuse(OutcomeStoreError, storeUnavailable())
@@ -150,6 +157,7 @@ func (d *decorator) serve(ctx context.Context, view Request, run func(ctx contex
 
 	ctx = NewContext(ctx, Info{Key: key, UserID: userID, RequestHash: hash})
 	state := &runState{e: d.e, ref: ref, stored: d.stored}
+	mismatch := false
 	err = d.e.execute(ctx, state, obs, func(ctx context.Context) (StoredResponse, bool, error) {
 		resp, err := run(ctx)
 		if err != nil {
@@ -159,9 +167,26 @@ func (d *decorator) serve(ctx context.Context, view Request, run func(ctx contex
 		if !Storable(resp.StatusCode) {
 			return StoredResponse{}, false, nil
 		}
-		return d.stored(resp), true, nil
+		kept := d.stored(resp)
+		if state.takenOver.Load() && !sameResponse(kept, state.atomicStored) {
+			mismatch = true
+		}
+		return kept, true, nil
 	})
+	if mismatch && err == nil {
+		// The handler completed the record with one response and answered
+		// with another: the client must not get what its retry would not.
+		obs.err = errors.Join(obs.err, errors.New("the handler answered with another response than the one it completed in its transaction (AtomicCompletion); the answer is refused, the completed one replays"))
+		return refuse(OutcomeCompleted, problem.New(http.StatusInternalServerError, CodeResponseMismatch,
+			"The request was processed, but its response could not be confirmed. Retry with the same Idempotency-Key to get it."))
+	}
 	return apigw.Response{}, true, err
+}
+
+// sameResponse reports whether two kept responses replay alike.
+func sameResponse(a, b StoredResponse) bool {
+	return a.StatusCode == b.StatusCode && a.Body == b.Body && a.IsBase64Encoded == b.IsBase64Encoded &&
+		a.NotKept == b.NotKept && maps.Equal(a.Headers, b.Headers)
 }
 
 // Storable reports whether a response with this status is stored for
@@ -178,8 +203,8 @@ func Storable(status int) bool {
 
 // checkBodySize refuses a body larger than Config.MaxBodyBytes, before it is
 // fingerprinted or anything is stored.
-func (d *decorator) checkBodySize(view Request) (problem.Details, bool) {
-	if len(view.Body) <= d.cfg.MaxBodyBytes {
+func (d *decorator) checkBodySize(size int) (problem.Details, bool) {
+	if size <= d.cfg.MaxBodyBytes {
 		return problem.Details{}, true
 	}
 	return problem.New(http.StatusRequestEntityTooLarge, CodePayloadTooLarge,
@@ -197,13 +222,35 @@ func finishOutcome(err error, ok Outcome) Outcome {
 	}
 }
 
-// cookieSeparator joins the Set-Cookie values of a stored response. A header
-// value never holds a line break, and cookies cannot be joined with ", "
-// (an Expires attribute holds a comma), so the values split back exactly.
-const cookieSeparator = "\n"
+// legacyCookieSeparator joined the Set-Cookie values of records stored by
+// earlier versions. It cannot tell a cookie that holds a line break from
+// two cookies, so cookies are now kept as a JSON array (encodeCookies);
+// records of the old form are still read.
+const legacyCookieSeparator = "\n"
+
+// encodeCookies keeps a response's cookies as a JSON array of strings,
+// which splits back into exactly those values whatever bytes they hold.
+// Cookies cannot be joined with ", " (an Expires attribute holds a comma).
+func encodeCookies(cookies []string) string {
+	b, _ := json.Marshal(cookies) // a []string always marshals
+	return string(b)
+}
+
+// decodeCookies splits a stored Set-Cookie value back into its cookies: a
+// JSON array (no cookie starts with "[", which a cookie name cannot hold),
+// or the line-separated form of earlier versions.
+func decodeCookies(value string) []string {
+	if strings.HasPrefix(value, "[") {
+		var cookies []string
+		if err := json.Unmarshal([]byte(value), &cookies); err == nil {
+			return cookies
+		}
+	}
+	return strings.Split(value, legacyCookieSeparator)
+}
 
 // stored keeps the parts of resp that a replay gives back. Several values
-// of one header are joined with ", ", except Set-Cookie's (cookieSeparator).
+// of one header are joined with ", ", except Set-Cookie's (encodeCookies).
 func (d *decorator) stored(resp apigw.Response) StoredResponse {
 	s := StoredResponse{StatusCode: resp.StatusCode, Body: resp.Body, IsBase64Encoded: resp.IsBase64Encoded}
 	for _, name := range d.replayHeaders {
@@ -211,11 +258,11 @@ func (d *decorator) stored(resp apigw.Response) StoredResponse {
 			if s.Headers == nil {
 				s.Headers = map[string]string{}
 			}
-			sep := ", "
 			if name == "Set-Cookie" {
-				sep = cookieSeparator
+				s.Headers[name] = encodeCookies(values)
+				continue
 			}
-			s.Headers[name] = strings.Join(values, sep)
+			s.Headers[name] = strings.Join(values, ", ")
 		}
 	}
 	return s
@@ -227,7 +274,7 @@ func (d *decorator) replay(s StoredResponse) apigw.Response {
 	h := http.Header{}
 	for name, value := range s.Headers {
 		if http.CanonicalHeaderKey(name) == "Set-Cookie" {
-			for cookie := range strings.SplitSeq(value, cookieSeparator) {
+			for _, cookie := range decodeCookies(value) {
 				h.Add(name, cookie)
 			}
 			continue
@@ -238,18 +285,16 @@ func (d *decorator) replay(s StoredResponse) apigw.Response {
 	return apigw.Response{StatusCode: s.StatusCode, Headers: h, Body: s.Body, IsBase64Encoded: s.IsBase64Encoded}
 }
 
-// userID returns the authenticated user as a lower-case UUID, or the
+// userID returns the authenticated user as a lower-case UUID (SubjectUUID
+// of the subject), or the
 // detail of a 401 for the client and, when the extractor failed, its error
 // for the log.
 func (d *decorator) userID(ctx context.Context, view Request) (userID, detail string, err error) {
 	sub, err := d.cfg.UserID(ctx, view)
-	switch {
-	case err != nil || sub == "":
+	if err != nil || sub == "" {
 		return "", "The request carries no authenticated user.", err
-	case !isUUID(sub):
-		return "", "The authenticated subject is not a UUID, so it cannot own idempotency keys.", nil
 	}
-	return strings.ToLower(sub), "", nil
+	return SubjectUUID(sub), "", nil
 }
 
 // storeMisconfigured is the answer to a claim the store refused for good:

@@ -117,7 +117,8 @@ func TestClaimCarriesLeaseExpiryAndOwner(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, http.StatusCreated, resp.StatusCode)
 
-	// No deadline and no Lambda context: a random owner, the maximum lease.
+	// No deadline and no Lambda context: a random owner, one heartbeat's
+	// lease (renewed while the handler runs; see heartbeat_test.go).
 	resp, err = h(context.Background(), request(userA, keyB))
 	require.NoError(t, err)
 	require.Equal(t, http.StatusCreated, resp.StatusCode)
@@ -139,7 +140,7 @@ func TestClaimCarriesLeaseExpiryAndOwner(t *testing.T) {
 
 	c = store.claims[1]
 	require.Len(t, c.Owner, 32)
-	require.Equal(t, now.Add(time.Minute), c.LeaseUntil)
+	require.Equal(t, now.Add(idempotency.DefaultHeartbeat), c.LeaseUntil)
 
 	require.Equal(t, now, store.claims[2].LeaseUntil)
 }
@@ -249,7 +250,9 @@ func TestDoNotStore(t *testing.T) {
 	first, err := h(context.Background(), req)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusUnprocessableEntity, first.StatusCode)
-	require.Empty(t, store.records, "the refusal was not stored: the record is released")
+	left, err := store.List(context.Background(), idempotency.ListQuery{})
+	require.NoError(t, err)
+	require.Empty(t, left, "the refusal was not stored: the record is released")
 
 	second, err := h(context.Background(), req)
 	require.NoError(t, err)

@@ -58,7 +58,7 @@ func TestOnlyTheLibraryIsImportable(t *testing.T) {
 	}
 }
 
-var internalName = regexp.MustCompile(`\b(apigw|problem|pgtest|redistest|tasks|taskfn|localapi|lambdarie|samtemplate|capture|migrate)\.[A-Z]`)
+var internalName = regexp.MustCompile(`\b(apigw|problem|pgtest|redistest|dynamotest|tasks|taskfn|localapi|lambdarie|samtemplate|capture|migrate)\.[A-Z]`)
 
 // No public signature names a type of an internal package: a user could not
 // write the value it asks for.
@@ -80,10 +80,15 @@ func TestPublicSignaturesNeedNoInternalPackage(t *testing.T) {
 func TestEntryPointsHaveRunnableExamples(t *testing.T) {
 	t.Parallel()
 	want := map[string][]string{
-		"pkg/idempotency":            {"ExampleWrap", "ExampleMiddleware", "ExampleFunction", "ExampleSQSHandler"},
-		"pkg/idempotency/pgstore":    {"ExampleNew", "ExampleMigrate"},
-		"pkg/idempotency/redisstore": {"ExampleNew"},
-		"pkg/dbpool":                 {"ExampleNew"},
+		"pkg/idempotency": {"ExampleWrap", "ExampleMiddleware", "ExampleFunction", "ExampleSQSHandler",
+			"ExampleSubjectUUID", "ExampleConfig_keyFormat", "ExampleConfig_allowMissingKey", "ExampleBodyKey",
+			"ExampleConfig_onReplay", "ExampleConfig_keyPrefix"},
+		"pkg/idempotency/pgstore":     {"ExampleNew", "ExampleMigrate"},
+		"pkg/idempotency/redisstore":  {"ExampleNew"},
+		"pkg/idempotency/dynamostore": {"ExampleNew"},
+		"pkg/idempotency/memstore":    {"ExampleNew"},
+		"pkg/idempotency/storeenv":    {"ExampleKind"},
+		"pkg/dbpool":                  {"ExampleNew"},
 	}
 	for dir, names := range want {
 		runnable := runnableExamples(t, filepath.Join(root(t), dir))

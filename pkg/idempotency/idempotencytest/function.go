@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -27,7 +28,7 @@ import (
 func RunFunctionBehaviour(t *testing.T, newStore func(t *testing.T) idempotency.Store) {
 	t.Helper()
 	store := newStore(t)
-	for _, c := range functionCases {
+	for _, c := range slices.Concat(functionCases, functionHardeningCases, beyondFunctionCases, functionAdoptionCases) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			c.run(t, newFuncEnv(t, store))

@@ -21,6 +21,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/url"
 	"strings"
 	"sync"
@@ -52,12 +53,22 @@ type faultyStore struct {
 	lostClaimReplies atomic.Int32
 	// failCompletes is how many of the next completions fail.
 	failCompletes atomic.Int32
+	// refuseClaim makes every claim fail as a store refuses it for good.
+	refuseClaim atomic.Bool
+	// refuseRenew makes every renewal fail as a store refuses it for good.
+	refuseRenew atomic.Bool
+	// tooLarge makes every completion but the not-kept marker's fail as a
+	// store refuses a response over its largest record.
+	tooLarge atomic.Bool
 }
 
 func (s *faultyStore) Claim(ctx context.Context, c idempotency.Claim) (idempotency.ClaimResult, error) {
 	s.claims.Add(1)
 	if s.failClaim.Load() {
 		return idempotency.ClaimResult{}, &idempotency.StoreError{Op: "claim", Err: errInjected}
+	}
+	if s.refuseClaim.Load() {
+		return idempotency.ClaimResult{}, &idempotency.StoreError{Op: "claim", Err: errInjected, Permanent: true}
 	}
 	res, err := s.inner.Claim(ctx, c)
 	if err == nil && s.lostClaimReplies.Add(-1) >= 0 {
@@ -71,6 +82,9 @@ func (s *faultyStore) Complete(ctx context.Context, c idempotency.Completion) er
 	if s.failComplete.Load() || s.failCompletes.Add(-1) >= 0 {
 		return &idempotency.StoreError{Op: "complete", Err: errInjected}
 	}
+	if s.tooLarge.Load() && !c.Response.NotKept {
+		return &idempotency.StoreError{Op: "complete", Permanent: true, Err: fmt.Errorf("%w: injected", idempotency.ErrTooLarge)}
+	}
 	return s.inner.Complete(ctx, c)
 }
 
@@ -82,10 +96,36 @@ func (s *faultyStore) Release(ctx context.Context, r idempotency.Ref) error {
 	return s.inner.Release(ctx, r)
 }
 
+// Get, List and Delete forward the idempotency.Admin capability of the
+// inner Store, uncounted; without one, there is no record to find.
+func (s *faultyStore) Get(ctx context.Context, userID, key string) (idempotency.Record, bool, error) {
+	if a, ok := s.inner.(idempotency.Admin); ok {
+		return a.Get(ctx, userID, key)
+	}
+	return idempotency.Record{}, false, nil
+}
+
+func (s *faultyStore) List(ctx context.Context, q idempotency.ListQuery) ([]idempotency.Record, error) {
+	if a, ok := s.inner.(idempotency.Admin); ok {
+		return a.List(ctx, q)
+	}
+	return nil, nil
+}
+
+func (s *faultyStore) Delete(ctx context.Context, userID, key string) (bool, error) {
+	if a, ok := s.inner.(idempotency.Admin); ok {
+		return a.Delete(ctx, userID, key)
+	}
+	return false, nil
+}
+
 func (s *faultyStore) Renew(ctx context.Context, r idempotency.Renewal) error {
 	s.renews.Add(1)
 	if s.failRenew.Load() {
 		return &idempotency.StoreError{Op: "renew", Err: errInjected}
+	}
+	if s.refuseRenew.Load() {
+		return &idempotency.StoreError{Op: "renew", Err: errInjected, Permanent: true}
 	}
 	return s.inner.Renew(ctx, r)
 }
@@ -149,6 +189,11 @@ type request struct {
 	b64    bool
 	sub    string // authorizer subject; "" means no authorizer at all
 	lambda map[string]any
+	// params are the route's path parameters (v1 and v2 only).
+	params map[string]string
+	// arn is the IAM caller's ARN of a Function URL request (its UserID is
+	// sub); "" is an IAM user of the account.
+	arn string
 }
 
 // payload runs a request through a wrapped handler of one payload version.
@@ -204,6 +249,7 @@ func v2Event(r request) events.APIGatewayV2HTTPRequest {
 		Headers:         headers,
 		Body:            r.body,
 		IsBase64Encoded: r.b64,
+		PathParameters:  r.params,
 	}
 	e.RequestContext.HTTP.Method = r.method
 	e.RequestContext.HTTP.Path = r.path
@@ -219,15 +265,31 @@ func v2Event(r request) events.APIGatewayV2HTTPRequest {
 	return e
 }
 
+// v1Event is the request as a REST API delivers it: every header in both
+// "headers" (its last value) and "multiValueHeaders" (all of them).
 func v1Event(r request) events.APIGatewayProxyRequest {
+	multi := map[string][]string{}
+	for name, vs := range r.multi {
+		multi[name] = append([]string(nil), vs...)
+	}
+	for name, v := range r.headers {
+		found := false
+		for m := range multi {
+			found = found || strings.EqualFold(m, name)
+		}
+		if !found {
+			multi[name] = []string{v}
+		}
+	}
 	e := events.APIGatewayProxyRequest{
 		Resource:          r.path,
 		Path:              r.path,
 		HTTPMethod:        r.method,
 		Headers:           r.headers,
-		MultiValueHeaders: r.multi,
+		MultiValueHeaders: multi,
 		Body:              r.body,
 		IsBase64Encoded:   r.b64,
+		PathParameters:    r.params,
 	}
 	if r.query != "" {
 		q, err := url.ParseQuery(r.query)

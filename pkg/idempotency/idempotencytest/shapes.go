@@ -50,10 +50,14 @@ func functionURLEvent(r request) events.LambdaFunctionURLRequest {
 	e.RequestContext.HTTP.Path = r.path
 	e.RequestContext.RequestID = uuid.NewString()
 	if r.sub != "" {
+		arn := r.arn
+		if arn == "" {
+			arn = "arn:aws:iam::123456789012:user/caller"
+		}
 		e.RequestContext.Authorizer = &events.LambdaFunctionURLRequestContextAuthorizerDescription{
 			IAM: &events.LambdaFunctionURLRequestContextAuthorizerIAMDescription{
 				AccountID: "123456789012",
-				UserARN:   "arn:aws:iam::123456789012:user/caller",
+				UserARN:   arn,
 				UserID:    r.sub,
 			},
 		}

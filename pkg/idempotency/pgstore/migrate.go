@@ -2,7 +2,9 @@ package pgstore
 
 import (
 	"context"
+	"crypto/sha256"
 	"embed"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -21,8 +23,8 @@ import (
 // procedure and the functions the Store calls. They are plain SQL, applied
 // in the schema Migrate is given; the goose annotations in them are
 // comments to everything but goose, so the same files can be copied into a
-// goose, tern, Atlas or Flyway migration set (a copy is kept beside the
-// project's migrations, in migrations/idempotency/).
+// goose, tern, Atlas or Flyway migration set (Migrations, or
+// cmd/keystore -sql, gives them out). This folder is their one source.
 //
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
@@ -49,8 +51,9 @@ const (
 	// connection to that database. When neither is possible Migrate fails
 	// before applying anything.
 	CronAuto CronMode = ""
-	// CronOff schedules nothing: the user calls
-	// CALL <schema>.purge_expired_idempotency_keys() from a scheduler of
+	// CronOff schedules nothing: the user calls the purge,
+	// CALL <schema>.purge_expired_idempotency_keys() with the schema quoted
+	// where SQL needs it (MigrateResult.PurgeCommand), from a scheduler of
 	// their own (an EventBridge rule and a function, a Kubernetes CronJob).
 	CronOff CronMode = "off"
 )
@@ -60,8 +63,12 @@ const (
 type MigrateOptions struct {
 	// Schema is where the key store's table, procedure and functions are
 	// created; it is created when missing. A Store reads it with the same
-	// name in Options.Schema. Defaults to "", the connection's current
-	// schema (the first of its search_path that exists, public by default).
+	// name in Options.Schema. It is the name as it is, case and all (no
+	// quotes: Migrate quotes it wherever it writes it into SQL), and at most
+	// 63 bytes, the longest name PostgreSQL keeps (max_identifier_length): a
+	// longer one is refused, as PostgreSQL would cut it. Defaults to "", the
+	// connection's current schema (the first of its search_path that
+	// exists, public by default).
 	Schema string
 	// Cron says how the hourly purge is scheduled. Defaults to CronAuto.
 	Cron CronMode
@@ -74,20 +81,31 @@ type MigrateResult struct {
 	// Applied are the migration files applied by this call, in order
 	// (none when the store was up to date).
 	Applied []string
+	// PurgeCommand is the statement that purges expired keys,
+	// CALL <schema>.purge_expired_idempotency_keys(), with the schema quoted
+	// where SQL needs it, as format's %I quotes (a reserved word: "order";
+	// upper case: "Keys"; a plain name stays as it is). The pg_cron job runs
+	// it; with CronOff, a scheduler of the user's own calls it hourly.
+	PurgeCommand string
 	// Purge is the pg_cron job that runs the purge; nil with CronOff.
 	Purge *CronJob
 }
 
 // CronJob is a pg_cron job scheduled by Migrate.
 type CronJob struct {
-	// Name is the job's name in cron.job.
+	// Name is the job's name in cron.job, one per key store:
+	// "purge-idempotency" for the public schema of the cron database (the
+	// name of ADR 009), else "purge-idempotency <database>.<schema>", each
+	// name quoted as SQL would quote it (purge-idempotency app."Keys"); a
+	// name longer than pg_cron keeps (63 bytes) is "purge-idempotency #"
+	// and 40 hex digits of its SHA-256.
 	Name string
 	// CronDatabase is the database pg_cron keeps its jobs in
 	// (cron.database_name).
 	CronDatabase string
 	// Database is the database the job runs in.
 	Database string
-	// Command is what the job runs.
+	// Command is what the job runs (MigrateResult.PurgeCommand).
 	Command string
 }
 
@@ -173,14 +191,15 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, opts *MigrateOptions) (*Mi
 	}
 	defer conn.Release()
 
-	schema, err := resolveSchema(ctx, conn.Conn(), o.Schema)
+	t, err := resolveTarget(ctx, conn.Conn(), o.Schema, "migrate")
 	if err != nil {
 		return nil, err
 	}
-	res := &MigrateResult{Schema: schema}
+	schema := t.schema
+	res := &MigrateResult{Schema: schema, PurgeCommand: t.purge}
 	var plan *cronPlan
 	if o.Cron == CronAuto {
-		if plan, err = planCron(ctx, conn.Conn(), schema); err != nil {
+		if plan, err = planCron(ctx, conn.Conn(), t); err != nil {
 			return nil, err
 		}
 		defer plan.close(context.WithoutCancel(ctx))
@@ -282,16 +301,16 @@ func Uninstall(ctx context.Context, pool *pgxpool.Pool, opts *MigrateOptions) er
 		return fmt.Errorf("pgstore: uninstall: %w", err)
 	}
 	defer conn.Release()
-	schema, err := resolveSchema(ctx, conn.Conn(), o.Schema)
+	t, err := resolveTarget(ctx, conn.Conn(), o.Schema, "uninstall")
 	if err != nil {
 		return err
 	}
 	if o.Cron == CronAuto {
-		if err := unscheduleJobs(ctx, conn.Conn(), schema); err != nil {
+		if err := unscheduleJobs(ctx, conn.Conn(), t); err != nil {
 			return err
 		}
 	}
-	q := pgx.Identifier{schema}.Sanitize()
+	q := pgx.Identifier{t.schema}.Sanitize()
 	for _, s := range []string{
 		`DROP FUNCTION IF EXISTS ` + q + `.idempotency_key_claim(uuid, text, text, text, timestamptz, timestamptz, timestamptz)`,
 		`DROP FUNCTION IF EXISTS ` + q + `.idempotency_key_complete(uuid, text, text, text, integer, timestamptz)`,
@@ -310,44 +329,81 @@ func Uninstall(ctx context.Context, pool *pgxpool.Pool, opts *MigrateOptions) er
 	return nil
 }
 
-// resolveSchema returns schema, or the connection's current schema.
-func resolveSchema(ctx context.Context, conn *pgx.Conn, schema string) (string, error) {
-	if schema != "" {
-		return schema, nil
-	}
-	var cur *string
-	if err := conn.QueryRow(ctx, `SELECT current_schema()`).Scan(&cur); err != nil {
-		return "", fmt.Errorf("pgstore: migrate: %w", err)
-	}
-	if cur == nil {
-		return "", errors.New("pgstore: migrate: the connection has no current schema (no schema of its search_path exists): set MigrateOptions.Schema")
-	}
-	return *cur, nil
+// target is the schema of a key store, and what SQL needs of it.
+type target struct {
+	// schema is the schema's name, as given or the connection's current
+	// schema.
+	schema string
+	// db is the connection's database.
+	db string
+	// purge is the purge's CALL statement, the schema quoted as needed.
+	purge string
 }
 
-// quoteIdent quotes name as format('%I') does: only when it needs quotes.
-func quoteIdent(name string) string {
-	plain := name != ""
-	for i, r := range name {
-		if !(r == '_' || (r >= 'a' && r <= 'z') || (i > 0 && (r >= '0' && r <= '9' || r == '$'))) {
-			plain = false
-			break
-		}
+// resolveTarget returns the target of schema, or of the connection's
+// current schema, after checking that PostgreSQL keeps the name as it is.
+// op names the operation in errors.
+func resolveTarget(ctx context.Context, conn *pgx.Conn, schema, op string) (target, error) {
+	if strings.IndexByte(schema, 0) >= 0 {
+		return target{}, fmt.Errorf("pgstore: %s: the schema name %q holds a NUL byte, which no PostgreSQL name can", op, schema)
 	}
-	if plain {
-		return name
+	var name, kept, purge *string
+	var db string
+	var limit int
+	// A text cast to name is cut as PostgreSQL cuts every identifier, at a
+	// character boundary. format's %I quotes as SQL needs (reserved words,
+	// upper case, other characters), and only then.
+	err := conn.QueryRow(ctx, `SELECT s, s::name::text, current_database(),
+			format('CALL %I.purge_expired_idempotency_keys()', s), current_setting('max_identifier_length')::int
+		FROM (SELECT coalesce(nullif($1::text, ''), current_schema()::text) AS s) AS t`, schema).Scan(&name, &kept, &db, &purge, &limit)
+	if err != nil {
+		return target{}, fmt.Errorf("pgstore: %s: %w", op, err)
 	}
-	return pgx.Identifier{name}.Sanitize()
+	if name == nil {
+		return target{}, fmt.Errorf("pgstore: %s: the connection has no current schema (no schema of its search_path exists): set MigrateOptions.Schema", op)
+	}
+	if *kept != *name {
+		return target{}, fmt.Errorf("pgstore: %s: the schema name %q is %d bytes long, and PostgreSQL keeps names of at most %d bytes: it would cut it to %q. Choose a name of %d bytes or fewer",
+			op, *name, len(*name), limit, *kept, limit)
+	}
+	return target{schema: *name, db: db, purge: *purge}, nil
 }
 
 func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
-// purgeJobName names the purge job of schema in database db. Schemas side
-// by side keep jobs of their own; a job scheduled from another database
-// names that database too.
-func purgeJobName(sameDB bool, db, schema string) string {
-	name := "purge-idempotency"
-	if !sameDB {
+// purgeJobBase is the name of the purge job of the public schema of the
+// cron database (ADR 009's), and the start of every other one.
+const purgeJobBase = "purge-idempotency"
+
+// purgeJobName names the purge job of t, whose database is the cron
+// database when inCronDB. The name is one per key store of a cron
+// database: the database and the schema, quoted as SQL quotes names (so
+// that no two pairs give one name), or a hash of that when pg_cron, which
+// keeps job names as PostgreSQL names, would cut it.
+func purgeJobName(ctx context.Context, conn *pgx.Conn, inCronDB bool, t target) (string, error) {
+	if inCronDB && t.schema == "public" {
+		return purgeJobBase, nil
+	}
+	var name string
+	var whole bool
+	err := conn.QueryRow(ctx, `SELECT n, n::name::text = n
+		FROM (SELECT $1::text || ' ' || quote_ident($2::text) || '.' || quote_ident($3::text) AS n) AS t`,
+		purgeJobBase, t.db, t.schema).Scan(&name, &whole)
+	if err != nil {
+		return "", err
+	}
+	if !whole {
+		sum := sha256.Sum256([]byte(name))
+		name = purgeJobBase + " #" + hex.EncodeToString(sum[:20])
+	}
+	return name, nil
+}
+
+// earlierPurgeJobName is the name earlier builds gave the purge job of
+// schema in database db; it could name two key stores alike.
+func earlierPurgeJobName(inCronDB bool, db, schema string) string {
+	name := purgeJobBase
+	if !inCronDB {
 		name += "-" + db
 	}
 	if schema != "public" {
@@ -355,6 +411,13 @@ func purgeJobName(sameDB bool, db, schema string) string {
 	}
 	return name
 }
+
+// unscheduleEarlierJob removes the job of the earlier name of t's purge
+// (earlierPurgeJobName) that this user scheduled, when it is not the job
+// of the current name.
+const unscheduleEarlierJob = `SELECT cron.unschedule(jobid) FROM cron.job
+	WHERE jobname = $1::text::name AND jobname <> $2::text::name AND username = current_user
+	  AND command LIKE 'CALL %.purge_expired_idempotency_keys()'`
 
 // historyJobName trims pg_cron's own run history (cron.job_run_details
 // grows by a row a run and pg_cron never trims it); one job per cron
@@ -366,24 +429,27 @@ const historyCommand = `DELETE FROM cron.job_run_details WHERE end_time < now() 
 // cronPlan is where and how the purge will be scheduled, worked out before
 // anything is applied.
 type cronPlan struct {
-	schema, db, cronDB string
+	target
+	cronDB string
+	// name is the purge job's name.
+	name string
 	// cron is a connection to the cron database when it is another one,
 	// with a transaction open that holds the job until commit.
 	cron   *pgx.Conn
 	cronTx pgx.Tx
 }
 
-func planCron(ctx context.Context, conn *pgx.Conn, schema string) (*cronPlan, error) {
-	var db string
+func planCron(ctx context.Context, conn *pgx.Conn, t target) (*cronPlan, error) {
+	db := t.db
 	var available, here bool
-	err := conn.QueryRow(ctx, `SELECT current_database(),
+	err := conn.QueryRow(ctx, `SELECT
 		EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'pg_cron'),
-		EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pg_cron')`).Scan(&db, &available, &here)
+		EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pg_cron')`).Scan(&available, &here)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: migrate: checking for pg_cron: %w", err)
 	}
-	offHint := fmt.Sprintf("or migrate with MigrateOptions{Cron: pgstore.CronOff} (cmd/keystore -no-cron) and call CALL %s.purge_expired_idempotency_keys() hourly from a scheduler of your own",
-		quoteIdent(schema))
+	offHint := fmt.Sprintf("or migrate with MigrateOptions{Cron: pgstore.CronOff} (cmd/keystore -no-cron) and call %s hourly from a scheduler of your own",
+		t.purge)
 	if !available {
 		return nil, fmt.Errorf("%w: the extension is not installed (Debian: apt-get install postgresql-15-cron; Aurora: add pg_cron to shared_preload_libraries in the cluster parameter group), %s", ErrNoPgCron, offHint)
 	}
@@ -406,7 +472,10 @@ func planCron(ctx context.Context, conn *pgx.Conn, schema string) (*cronPlan, er
 	case cronDB == nil || *cronDB == "":
 		return nil, fmt.Errorf("%w: it is not loaded: set shared_preload_libraries = 'pg_cron' and cron.database_name, then restart the server; %s", ErrNoPgCron, offHint)
 	}
-	plan := &cronPlan{schema: schema, db: db, cronDB: *cronDB}
+	plan := &cronPlan{target: t, cronDB: *cronDB}
+	if plan.name, err = purgeJobName(ctx, conn, plan.cronDB == db, t); err != nil {
+		return nil, fmt.Errorf("pgstore: migrate: naming the purge job: %w", err)
+	}
 	if plan.cronDB == db {
 		return plan, nil
 	}
@@ -453,11 +522,12 @@ func planCron(ctx context.Context, conn *pgx.Conn, schema string) (*cronPlan, er
 // ends.
 func (p *cronPlan) schedule(ctx context.Context, tx pgx.Tx) (*CronJob, error) {
 	job := &CronJob{
-		Name:         purgeJobName(p.cron == nil, p.db, p.schema),
+		Name:         p.name,
 		CronDatabase: p.cronDB,
 		Database:     p.db,
-		Command:      fmt.Sprintf("CALL %s.purge_expired_idempotency_keys()", quoteIdent(p.schema)),
+		Command:      p.purge,
 	}
+	earlier := earlierPurgeJobName(p.cron == nil, p.db, p.schema)
 	if p.cron == nil {
 		for _, s := range []struct {
 			sql  string
@@ -465,6 +535,7 @@ func (p *cronPlan) schedule(ctx context.Context, tx pgx.Tx) (*CronJob, error) {
 		}{
 			{`CREATE EXTENSION IF NOT EXISTS pg_cron`, nil},
 			{`SELECT cron.schedule($1::text, '0 * * * *', $2::text)`, []any{job.Name, job.Command}},
+			{unscheduleEarlierJob, []any{earlier, job.Name}},
 			{`SELECT cron.schedule($1::text, '30 3 * * *', $2::text)`, []any{historyJobName, historyCommand}},
 		} {
 			if _, err := tx.Exec(ctx, s.sql, s.args...); err != nil {
@@ -482,6 +553,7 @@ func (p *cronPlan) schedule(ctx context.Context, tx pgx.Tx) (*CronJob, error) {
 		args []any
 	}{
 		{`SELECT cron.schedule_in_database($1::text, '0 * * * *', $2::text, $3::text)`, []any{job.Name, job.Command, p.db}},
+		{unscheduleEarlierJob, []any{earlier, job.Name}},
 		{`SELECT cron.schedule($1::text, '30 3 * * *', $2::text)`, []any{historyJobName, historyCommand}},
 	} {
 		if _, err := p.cronTx.Exec(ctx, s.sql, s.args...); err != nil {
@@ -511,15 +583,16 @@ func (p *cronPlan) close(ctx context.Context) {
 	}
 }
 
-// unscheduleJobs removes the schema's purge job wherever pg_cron keeps it.
-func unscheduleJobs(ctx context.Context, conn *pgx.Conn, schema string) error {
-	var db string
+// unscheduleJobs removes the purge job of t wherever pg_cron keeps it,
+// under its name and under the name earlier builds gave it.
+func unscheduleJobs(ctx context.Context, conn *pgx.Conn, t target) error {
+	db := t.db
 	var cronDB *string
-	err := conn.QueryRow(ctx, `SELECT current_database(), current_setting('cron.database_name', true)`).Scan(&db, &cronDB)
+	err := conn.QueryRow(ctx, `SELECT current_setting('cron.database_name', true)`).Scan(&cronDB)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == pgerrcode.InsufficientPrivilege {
 		// Only the cron database has the extension: look there, i.e. here.
-		err = conn.QueryRow(ctx, `SELECT current_database(), current_database()`).Scan(&db, &cronDB)
+		cronDB, err = &db, nil
 	}
 	if err != nil {
 		return fmt.Errorf("pgstore: uninstall: %w", err)
@@ -527,7 +600,7 @@ func unscheduleJobs(ctx context.Context, conn *pgx.Conn, schema string) error {
 	if cronDB == nil || *cronDB == "" {
 		return nil
 	}
-	target := conn
+	on := conn
 	if *cronDB != db {
 		cfg := conn.Config().Copy()
 		cfg.Database = *cronDB
@@ -536,14 +609,19 @@ func unscheduleJobs(ctx context.Context, conn *pgx.Conn, schema string) error {
 			return fmt.Errorf("pgstore: uninstall: connecting to the cron database %q: %w", *cronDB, err)
 		}
 		defer c.Close(ctx)
-		target = c
+		on = c
 	}
 	var exists bool
-	if err := target.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pg_cron')`).Scan(&exists); err != nil || !exists {
+	if err := on.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pg_cron')`).Scan(&exists); err != nil || !exists {
 		return err
 	}
-	_, err = target.Exec(ctx, `SELECT cron.unschedule(jobid) FROM cron.job WHERE jobname = $1::text AND database = $2::text`,
-		purgeJobName(*cronDB == db, db, schema), db)
+	name, err := purgeJobName(ctx, conn, *cronDB == db, t)
+	if err != nil {
+		return fmt.Errorf("pgstore: uninstall: naming the purge job: %w", err)
+	}
+	_, err = on.Exec(ctx, `SELECT cron.unschedule(jobid) FROM cron.job
+		WHERE jobname IN ($1::text::name, $2::text::name) AND database = $3::text`,
+		name, earlierPurgeJobName(*cronDB == db, db, t.schema), db)
 	if err != nil {
 		return fmt.Errorf("pgstore: uninstall: unscheduling the purge: %w", err)
 	}

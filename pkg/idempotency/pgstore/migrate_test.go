@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"io/fs"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -20,29 +18,6 @@ import (
 	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
 )
-
-// TestMigrationFilesCopied keeps the plain copies that users of other
-// migration tools take (migrations/idempotency/) identical to the files
-// Migrate applies.
-func TestMigrationFilesCopied(t *testing.T) {
-	t.Parallel()
-	root, err := pgtest.ModuleRoot()
-	require.NoError(t, err)
-	copies := filepath.Join(root, "migrations", "idempotency")
-	embedded, err := fs.Glob(pgstore.Migrations(), "*.sql")
-	require.NoError(t, err)
-	require.NotEmpty(t, embedded)
-	onDisk, err := filepath.Glob(filepath.Join(copies, "*.sql"))
-	require.NoError(t, err)
-	require.Len(t, onDisk, len(embedded), "every migration has its copy in %s, and no other file is there", copies)
-	for _, name := range embedded {
-		want, err := fs.ReadFile(pgstore.Migrations(), name)
-		require.NoError(t, err)
-		got, err := os.ReadFile(filepath.Join(copies, name))
-		require.NoError(t, err, "copy of %s", name)
-		require.Equal(t, string(want), string(got), "%s differs from pkg/idempotency/pgstore/migrations/%s: copy it again", filepath.Join(copies, name), name)
-	}
-}
 
 // TestMigrateIntoChosenSchema creates the key store in a schema of the
 // user's choosing (quoted: mixed case), with its pg_cron job, then checks
@@ -63,7 +38,8 @@ func TestMigrateIntoChosenSchema(t *testing.T) {
 	require.Equal(t, schema, res.Schema)
 	require.Equal(t, []string{"0001_idempotency_keys.sql", "0002_purge_procedure.sql", "0003_hot_path_functions.sql", "0004_lean_claim.sql", "0005_no_check_constraints.sql", "0006_lease_renewal.sql"}, res.Applied)
 	require.NotNil(t, res.Purge)
-	require.Equal(t, "purge-idempotency-"+schema, res.Purge.Name)
+	require.Equal(t, "purge-idempotency "+res.Purge.Database+`."`+schema+`"`, res.Purge.Name)
+	require.Equal(t, `CALL "`+schema+`".purge_expired_idempotency_keys()`, res.PurgeCommand)
 
 	var command, database string
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT command, database FROM cron.job WHERE jobname = $1`, res.Purge.Name).Scan(&command, &database))
@@ -110,8 +86,9 @@ func TestMigrateCronOff(t *testing.T) {
 	require.Nil(t, res.Purge)
 	require.Equal(t, db.Schema, res.Schema, "the connection's current schema by default")
 	var jobs int
-	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM cron.job WHERE jobname LIKE '%-' || $1`, db.Schema).Scan(&jobs))
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM cron.job WHERE command LIKE '%' || $1 || '.purge_expired_idempotency_keys()'`, db.Schema).Scan(&jobs))
 	require.Zero(t, jobs)
+	require.Equal(t, "CALL "+db.Schema+".purge_expired_idempotency_keys()", res.PurgeCommand, "what a scheduler of the user's own calls")
 
 	_, err = pgstore.Migrate(ctx, db.Pool, &pgstore.MigrateOptions{Cron: "sometimes"})
 	require.ErrorContains(t, err, "MigrateOptions.Cron")

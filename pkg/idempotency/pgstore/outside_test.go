@@ -55,7 +55,7 @@ func TestProgramOutsideTheRepository(t *testing.T) {
 	require.NoError(t, err)
 	admin, err := pgxpool.New(ctx, base)
 	require.NoError(t, err)
-	defer admin.Close()
+	t.Cleanup(admin.Close) // after the cleanup below, which needs it
 	name := fmt.Sprintf("orders_%d", time.Now().UnixNano()%1_000_000_000)
 	_, err = admin.Exec(ctx, "CREATE DATABASE "+name)
 	require.NoError(t, err)
@@ -106,6 +106,6 @@ func TestProgramOutsideTheRepository(t *testing.T) {
 `, strings.Join(own, ""))
 
 	var jobDB string
-	require.NoError(t, admin.QueryRow(ctx, `SELECT database FROM cron.job WHERE jobname = $1`, "purge-idempotency-"+name+"-orders_idempotency").Scan(&jobDB))
+	require.NoError(t, admin.QueryRow(ctx, `SELECT database FROM cron.job WHERE jobname = $1`, "purge-idempotency "+name+".orders_idempotency").Scan(&jobDB))
 	require.Equal(t, name, jobDB, "the purge is scheduled from the cron database to run in the program's")
 }

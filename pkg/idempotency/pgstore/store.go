@@ -52,8 +52,9 @@ import (
 // Options configures a Store. A nil *Options means all defaults.
 type Options struct {
 	// Schema is the schema that holds the key store, as Migrate (or the
-	// migration files) created it there. Defaults to "", which follows the
-	// connection's search_path (public in a deployment).
+	// migration files) created it there: its name as it is, unquoted (the
+	// Store quotes it). Defaults to "", which follows the connection's
+	// search_path (public in a deployment).
 	Schema string
 
 	// MaxRecordBytes is the largest response envelope (the JSON text of
@@ -105,6 +106,8 @@ func New(pool *pgxpool.Pool, opts *Options) *Store {
 // statements holds the store's statements, with the schema filled in.
 type statements struct {
 	claim, complete, release, renew string
+	// table is the key table's qualified name, for the Admin methods.
+	table string
 }
 
 // The statements cast every parameter, so that each mode (the exec mode
@@ -118,6 +121,7 @@ func newStatements(qualify func(string) string) statements {
 			`($1::uuid, $2::text, $3::text, $4::text, $5::integer, $6::timestamptz)`,
 		release: `SELECT ` + qualify("idempotency_key_release") + `($1::uuid, $2::text, $3::text)`,
 		renew:   `SELECT ` + qualify("idempotency_key_renew") + `($1::uuid, $2::text, $3::text, $4::timestamptz)`,
+		table:   qualify("idempotency_keys"),
 	}
 }
 
@@ -188,14 +192,100 @@ func (s *Store) CompleteInTx(ctx context.Context, tx pgx.Tx, c idempotency.Compl
 	return s.complete(ctx, tx, c)
 }
 
-func (s *Store) complete(ctx context.Context, db querier, c idempotency.Completion) error {
+// CompleteRunInTx is atomic completion in one call: inside a handler run by
+// idempotency.Wrap or Middleware (result: the response it is about to
+// return, one of idempotency.AnyResponse), or a function run by
+// idempotency.Function or SQSHandler (result: its result), it takes the
+// completion of the run that ctx belongs to over from the engine and writes
+// it inside tx, so that the record is completed if and only if tx commits.
+// The engine then does not complete the record itself.
+//
+//	if _, err := store.CompleteRunInTx(ctx, tx, resp); err != nil {
+//		return rollbackAndFail(err) // ErrLeaseLost: another invocation owns the key
+//	}
+//	if err := tx.Commit(ctx); err != nil { ... return the error }
+//	return resp, nil
+//
+// It reports false and writes nothing when there is nothing to complete:
+// outside such a run, after DoNotStore, for a response that is not stored,
+// or when the run was taken over before. It fails, writing nothing, when s
+// is not the Store the run was claimed with (tx must be on that Store's
+// database too). The errors of the write are CompleteInTx's: on any error
+// the caller rolls tx back and fails, and the engine releases the record.
+func (s *Store) CompleteRunInTx(ctx context.Context, tx pgx.Tx, result any) (bool, error) {
+	c, ok, err := idempotency.TakeOver(ctx, s, result)
+	if err != nil || !ok {
+		return false, err
+	}
+	if err := s.complete(ctx, tx, c); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// CompletesInTx marks Store as an idempotency.TxCompleter: it can complete
+// a record inside its caller's transaction (CompleteRunInTx, CompleteInTx).
+func (s *Store) CompletesInTx() {}
+
+var _ idempotency.TxCompleter = (*Store)(nil)
+
+// CompleteInBatch queues Complete on b, the batch that holds a handler's
+// own writes: a batch sent outside an explicit transaction (pool.SendBatch)
+// runs in one implicit transaction, so the work and the completion commit
+// together, in the batch's one round trip, and a statement of the batch
+// that fails rolls back both. It is the one-round-trip form of CompleteInTx,
+// for a handler whose response is known before its writes are sent (ids and
+// times made by the handler).
+//
+// The returned function reports the completion's outcome once the batch's
+// results have been read (BatchResults.Close): nil when written,
+// ErrLeaseLost when the record is no longer c.Owner's (nothing was written
+// to it, but the batch's other statements did commit), a *StoreError when
+// the statement failed or did not run. An encoding failure is returned at
+// once and nothing is queued.
+func (s *Store) CompleteInBatch(b *pgx.Batch, c idempotency.Completion) (func(ctx context.Context) error, error) {
+	env, err := s.envelope(c)
+	if err != nil {
+		return nil, err
+	}
+	var written, ran bool
+	var scanErr error
+	b.Queue(s.sql.complete, c.UserID, c.Key, c.Owner, env, c.Response.StatusCode, c.ExpiresAt).QueryRow(func(row pgx.Row) error {
+		ran = true
+		scanErr = row.Scan(&written)
+		return scanErr
+	})
+	return func(ctx context.Context) error {
+		switch {
+		case scanErr != nil:
+			return storeError(ctx, "complete", scanErr)
+		case !ran:
+			return storeError(ctx, "complete", errors.New("the batch ended before the completion ran"))
+		case !written:
+			return idempotency.ErrLeaseLost
+		}
+		return nil
+	}, nil
+}
+
+// envelope encodes c's response as response_body keeps it, within the
+// store's largest record.
+func (s *Store) envelope(c idempotency.Completion) (string, error) {
 	env, err := encodeEnvelope(c.Response)
 	if err != nil {
-		return &idempotency.StoreError{Op: "complete", Err: err}
+		return "", &idempotency.StoreError{Op: "complete", Err: err}
 	}
 	if len(env) > s.maxRecord {
-		return &idempotency.StoreError{Op: "complete", Permanent: true, Err: fmt.Errorf(
+		return "", &idempotency.StoreError{Op: "complete", Permanent: true, Err: fmt.Errorf(
 			"%w: the envelope is %d bytes, the most this store keeps is %d (Options.MaxRecordBytes)", idempotency.ErrTooLarge, len(env), s.maxRecord)}
+	}
+	return env, nil
+}
+
+func (s *Store) complete(ctx context.Context, db querier, c idempotency.Completion) error {
+	env, err := s.envelope(c)
+	if err != nil {
+		return err
 	}
 	var written bool
 	if err := db.QueryRow(ctx, s.sql.complete, c.UserID, c.Key, c.Owner, env, c.Response.StatusCode, c.ExpiresAt).Scan(&written); err != nil {

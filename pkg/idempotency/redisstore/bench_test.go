@@ -45,44 +45,15 @@ func serverTime(b *testing.B, c *redis.Client) func(n int) {
 	}
 	return func(n int) {
 		b.Helper()
-		info, err := c.Info(ctx, "commandstats").Result()
+		stats, err := redistest.CommandStats(ctx, c)
 		if err != nil {
 			b.Fatal(err)
 		}
-		var scripts, plain float64
-		for _, line := range strings.Split(info, "\n") {
-			name, fields, ok := strings.Cut(strings.TrimSpace(line), ":")
-			if !ok || !strings.HasPrefix(name, "cmdstat_") {
-				continue
-			}
-			name = strings.TrimPrefix(name, "cmdstat_")
-			if name == "config|resetstat" || name == "info" {
-				continue
-			}
-			var calls, usec float64
-			for _, kv := range strings.Split(fields, ",") {
-				k, v, _ := strings.Cut(kv, "=")
-				x, _ := strconv.ParseFloat(v, 64)
-				switch k {
-				case "calls":
-					calls = x
-				case "usec":
-					usec = x
-				}
-			}
-			b.ReportMetric(calls/float64(n), name+"-calls/op")
-			b.ReportMetric(usec/float64(n), name+"-µs/op")
-			if strings.HasPrefix(name, "eval") {
-				scripts += usec
-			} else {
-				plain += usec
-			}
+		for name, st := range stats {
+			b.ReportMetric(st.Calls/float64(n), name+"-calls/op")
+			b.ReportMetric(st.Usec/float64(n), name+"-µs/op")
 		}
-		if scripts > 0 {
-			b.ReportMetric(scripts/float64(n), "server-µs/op")
-		} else {
-			b.ReportMetric(plain/float64(n), "server-µs/op")
-		}
+		b.ReportMetric(redistest.ServerUsec(stats)/float64(n), "server-µs/op")
 	}
 }
 

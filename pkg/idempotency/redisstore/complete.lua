@@ -8,7 +8,7 @@
 --          and status code (16 bytes)
 --
 -- Returns 1 when written, 0 when the caller no longer owns the record as in
--- progress (nothing is written). A key of the hash layout answers WRONGTYPE.
+-- progress (nothing is written). A key of another type answers WRONGTYPE.
 local cur = redis.pcall('GET', KEYS[1])
 if type(cur) == 'table' then
   return cur

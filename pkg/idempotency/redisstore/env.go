@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net"
@@ -98,26 +99,14 @@ func ClientFromEnv(getenv func(string) string) (redis.UniversalClient, error) {
 
 // applyDefaults fills the options the URL left unset.
 func applyDefaults(o *redis.Options) {
-	if o.DialTimeout == 0 {
-		o.DialTimeout = DefaultDialTimeout
-	}
-	if o.ReadTimeout == 0 {
-		o.ReadTimeout = DefaultReadTimeout
-	}
-	if o.WriteTimeout == 0 {
-		o.WriteTimeout = DefaultWriteTimeout
-	}
-	if o.PoolSize == 0 {
-		o.PoolSize = DefaultPoolSize
-	}
-	if o.MaxRetries == 0 {
-		o.MaxRetries = DefaultMaxRetries
-	}
-	if o.Protocol == 0 {
-		// RESP2 works on every Redis and Valkey version without a HELLO
-		// round trip; the scripts need nothing of RESP3.
-		o.Protocol = 2
-	}
+	o.DialTimeout = cmp.Or(o.DialTimeout, DefaultDialTimeout)
+	o.ReadTimeout = cmp.Or(o.ReadTimeout, DefaultReadTimeout)
+	o.WriteTimeout = cmp.Or(o.WriteTimeout, DefaultWriteTimeout)
+	o.PoolSize = cmp.Or(o.PoolSize, DefaultPoolSize)
+	o.MaxRetries = cmp.Or(o.MaxRetries, DefaultMaxRetries)
+	// RESP2 works on every Redis and Valkey version without a HELLO round
+	// trip; the scripts need nothing of RESP3.
+	o.Protocol = cmp.Or(o.Protocol, 2)
 	// Stop at the Lambda's deadline rather than at the read timeout.
 	o.ContextTimeoutEnabled = true
 	// No CLIENT SETINFO or CLIENT MAINT_NOTIFICATIONS on connect: each is a

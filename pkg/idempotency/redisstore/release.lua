@@ -2,7 +2,7 @@
 -- and the in-progress status.
 --
 -- Returns 1 when deleted, 0 when the caller no longer owns the record as in
--- progress (nothing is deleted). A key of the hash layout answers WRONGTYPE.
+-- progress (nothing is deleted). A key of another type answers WRONGTYPE.
 local cur = redis.pcall('GET', KEYS[1])
 if type(cur) == 'table' then
   return cur

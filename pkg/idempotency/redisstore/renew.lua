@@ -11,7 +11,7 @@
 -- key's time to live is raised to cover it (PEXPIRE GT never shortens it).
 --
 -- Returns 1 when renewed, 0 when the caller no longer owns the record as in
--- progress (nothing is written). A key of the hash layout answers WRONGTYPE.
+-- progress (nothing is written). A key of another type answers WRONGTYPE.
 local cur = redis.pcall('GET', KEYS[1])
 if type(cur) == 'table' then
   return cur

@@ -5,9 +5,14 @@
 // handler wrapped by idempotency.Wrap does not change when the store does.
 // It needs Redis 7.0 or later, or Valkey (SET with both NX and GET).
 //
-// Each record is one string value under "<prefix>{<user_id>}:<key>". The
-// braces are a hash tag: on a cluster, every key of one user lives in the
-// same slot.
+// Each record is one string value under "<prefix>{<user_id>:<key>}". The
+// braces are a hash tag that holds the whole identity of the record, so
+// that on a cluster (Redis Cluster, ElastiCache Serverless) records spread
+// over every slot, even when they share one user: a Function without a
+// Scope keeps all its records under the function's user. Every command and
+// script touches one key. Records written under the earlier key name
+// "<prefix>{<user_id>}:<key>", whose hash tag held the user alone, are not
+// read; see docs/adr/0090-redis-hash-tag-per-record.md.
 //
 // # Operations
 //
@@ -70,19 +75,11 @@
 // owner, a header or a body can break the parsing, and the body replays
 // byte for byte whatever it holds. Decoding copies nothing: the strings of
 // a decoded record share the reply's memory. A value of another version,
-// or one too short for its lengths, is not a record: the store answers
-// with a *idempotency.StoreError and leaves it alone.
-//
-// # Upgrade from the hash layout
-//
-// Earlier versions kept a record as a hash, one field per record field. A
-// command of the string layout on such a key answers WRONGTYPE; the store
-// then runs the hash layout's scripts on that key (legacy_hash_*.lua), so
-// a retry across the upgrade still replays and nothing runs twice. A claim
-// that takes over a hash record, or finds its key gone, writes the string
-// layout. Should the key change between the layouts under the store's feet
-// (an earlier version still writing), the store tries each layout again, a
-// bounded number of times, then fails with a StoreError.
+// or one too short for its lengths, is not a record, nor is a key of
+// another type (a hash, a list): the store answers with a
+// *idempotency.StoreError and leaves it alone. A later format takes the
+// next version number; docs/versioning.md says what is promised across
+// versions.
 package redisstore
 
 import (
@@ -108,8 +105,9 @@ const DefaultKeyPrefix = "ichido:idem:"
 type Options struct {
 	// KeyPrefix starts the key of every record, so that the records can share
 	// a server with other data and be found with SCAN. The full key is
-	// KeyPrefix + "{" + user id + "}:" + idempotency key. Defaults to
-	// "ichido:idem:".
+	// KeyPrefix + "{" + user id + ":" + idempotency key + "}". A prefix
+	// holding braces would make its own hash tag and put every record in
+	// one cluster slot: leave braces out. Defaults to "ichido:idem:".
 	KeyPrefix string
 
 	// MaxRecordBytes is the largest record Complete writes: the record
@@ -154,9 +152,11 @@ func New(client redis.UniversalClient, opts *Options) *Store {
 	return &Store{client: client, prefix: prefix, maxRecord: maxRecord}
 }
 
-// Key returns the Redis key of the record of user's idempotency key.
+// Key returns the Redis key of the record of user's idempotency key. Its
+// hash tag (the part in braces) is the user and the key together, so that
+// the records of one user spread over a cluster's slots.
 func (s *Store) Key(userID, key string) string {
-	return s.prefix + "{" + userID + "}:" + key
+	return s.prefix + "{" + userID + ":" + key + "}"
 }
 
 //go:embed record.lua
@@ -184,28 +184,6 @@ var (
 	renewScript = newScript(renewLua)
 )
 
-// layoutRounds bounds the tries of one operation when its key keeps
-// changing between the string and the hash layout: string, hash, string.
-const layoutRounds = 3
-
-// errLayoutChanged ends an operation whose key changed layout on every try.
-var errLayoutChanged = errors.New("the record changed between the string and the hash layout on every try")
-
-// eitherLayout runs op on the string layout and, while the key answers
-// WRONGTYPE, on the hash layout and back, at most layoutRounds times.
-func eitherLayout[T any](op func(hash bool) (T, error)) (T, error) {
-	var res T
-	var err error
-	for round := range layoutRounds {
-		if res, err = op(round%2 == 1); !isWrongType(err) {
-			return res, err
-		}
-	}
-	return res, fmt.Errorf("%w: %w", errLayoutChanged, err)
-}
-
-func isWrongType(err error) bool { return err != nil && redis.HasErrorPrefix(err, "WRONGTYPE") }
-
 // Claim implements idempotency.Store.
 func (s *Store) Claim(ctx context.Context, c idempotency.Claim) (idempotency.ClaimResult, error) {
 	if err := ctx.Err(); err != nil {
@@ -217,19 +195,15 @@ func (s *Store) Claim(ctx context.Context, c idempotency.Claim) (idempotency.Cla
 	}
 	key := s.Key(c.UserID, c.Key)
 	ttl := ttlMillis(c.Now, later(c.LeaseUntil, c.ExpiresAt))
-	res, err := eitherLayout(func(hash bool) (idempotency.ClaimResult, error) {
-		if hash {
-			return s.claimHash(ctx, key, c, value, ttl)
-		}
-		return s.claim(ctx, key, c, value, ttl)
-	})
+	res, err := s.claim(ctx, key, c, value, ttl)
 	if err != nil {
 		return idempotency.ClaimResult{}, storeError(ctx, "claim", err)
 	}
 	return res, nil
 }
 
-// claim is the claim on the string layout.
+// claim is Claim's one SET, and the takeover script when the record found
+// is absent by the caller's clock.
 func (s *Store) claim(ctx context.Context, key string, c idempotency.Claim, value []byte, ttl int64) (idempotency.ClaimResult, error) {
 	set := redis.NewStringCmd(ctx, "set", key, value, "nx", "px", ttl, "get")
 	_ = s.client.Process(ctx, set)
@@ -264,16 +238,6 @@ func (s *Store) claim(ctx context.Context, key string, c idempotency.Claim, valu
 	default:
 		return idempotency.ClaimResult{}, fmt.Errorf("malformed takeover reply: %T", reply)
 	}
-}
-
-// claimHash is the claim on a key that holds a record of the hash layout.
-func (s *Store) claimHash(ctx context.Context, key string, c idempotency.Claim, value []byte, ttl int64) (idempotency.ClaimResult, error) {
-	reply, err := legacyHashClaimScript.Run(ctx, s.client, []string{key},
-		c.Owner, c.RequestHash, c.Now.UnixMicro(), value, ttl).Slice()
-	if err != nil {
-		return idempotency.ClaimResult{}, err
-	}
-	return hashClaimResult(c, reply)
 }
 
 // present reports whether rec counts as present at now (Unix µs): not
@@ -325,12 +289,7 @@ func (s *Store) Complete(ctx context.Context, c idempotency.Completion) error {
 	}
 	keys := []string{s.Key(c.UserID, c.Key)}
 	ttl := ttlMillis(c.Now, c.ExpiresAt)
-	n, err := eitherLayout(func(hash bool) (int64, error) {
-		if hash {
-			return s.completeHash(ctx, keys, c, ttl)
-		}
-		return completeScript.Run(ctx, s.client, keys, c.Owner, flags, times, headers, c.Response.Body, ttl).Int64()
-	})
+	n, err := completeScript.Run(ctx, s.client, keys, c.Owner, flags, times, headers, c.Response.Body, ttl).Int64()
 	if err != nil {
 		return storeError(ctx, "complete", err)
 	}
@@ -340,40 +299,13 @@ func (s *Store) Complete(ctx context.Context, c idempotency.Completion) error {
 	return nil
 }
 
-// completeHash is Complete on a key that holds a record of the hash layout.
-func (s *Store) completeHash(ctx context.Context, keys []string, c idempotency.Completion, ttl int64) (int64, error) {
-	if c.Response.NotKept {
-		// Only a claim of an earlier version makes a hash record, and
-		// this version never completes one with the marker it lacks.
-		return 0, errors.New("the hash layout cannot keep the not-kept marker")
-	}
-	headers, headersEncoding, err := encodeHashHeaders(c.Response.Headers)
-	if err != nil {
-		return 0, err
-	}
-	body64 := "0"
-	if c.Response.IsBase64Encoded {
-		body64 = "1"
-	}
-	return legacyHashCompleteScript.Run(ctx, s.client, keys,
-		c.Owner, strconv.Itoa(c.Response.StatusCode), headers, headersEncoding,
-		c.Response.Body, body64, c.ExpiresAt.UnixMicro(), ttl,
-	).Int64()
-}
-
 // Release implements idempotency.Store.
 func (s *Store) Release(ctx context.Context, r idempotency.Ref) error {
 	if err := ctx.Err(); err != nil {
 		return storeError(ctx, "release", err)
 	}
 	keys := []string{s.Key(r.UserID, r.Key)}
-	n, err := eitherLayout(func(hash bool) (int64, error) {
-		script := releaseScript
-		if hash {
-			script = legacyHashReleaseScript
-		}
-		return script.Run(ctx, s.client, keys, r.Owner).Int64()
-	})
+	n, err := releaseScript.Run(ctx, s.client, keys, r.Owner).Int64()
 	if err != nil {
 		return storeError(ctx, "release", err)
 	}
@@ -396,12 +328,7 @@ func (s *Store) Renew(ctx context.Context, r idempotency.Renewal) error {
 	leaseBytes := binary.BigEndian.AppendUint64(make([]byte, 0, 8), uint64(lease))
 	leaseText := strconv.FormatInt(lease, 10)
 	ttl := ttlMillis(r.Now, r.LeaseUntil)
-	n, err := eitherLayout(func(hash bool) (int64, error) {
-		if hash {
-			return legacyHashRenewScript.Run(ctx, s.client, keys, r.Owner, leaseText, ttl).Int64()
-		}
-		return renewScript.Run(ctx, s.client, keys, r.Owner, leaseBytes, leaseText, ttl).Int64()
-	})
+	n, err := renewScript.Run(ctx, s.client, keys, r.Owner, leaseBytes, leaseText, ttl).Int64()
 	if err != nil {
 		return storeError(ctx, "renew", err)
 	}

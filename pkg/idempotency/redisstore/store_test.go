@@ -204,7 +204,7 @@ func TestKeyLivesForItsTTL(t *testing.T) {
 	}
 }
 
-// TestRecordLayout pins the key name (hash tag per user, prefix) and the
+// TestRecordLayout pins the key name (prefix, hash tag per record) and the
 // record format, byte for byte, as the package comment describes it.
 func TestRecordLayout(t *testing.T) {
 	t.Parallel()
@@ -214,11 +214,11 @@ func TestRecordLayout(t *testing.T) {
 
 	def := redisstore.New(client, nil)
 	ref := newRef()
-	require.Equal(t, "ichido:idem:{"+ref.UserID+"}:"+ref.Key, def.Key(ref.UserID, ref.Key))
+	require.Equal(t, "ichido:idem:{"+ref.UserID+":"+ref.Key+"}", def.Key(ref.UserID, ref.Key))
 
 	st := redisstore.New(client, &redisstore.Options{KeyPrefix: "layout:"})
 	key := st.Key(ref.UserID, ref.Key)
-	require.Equal(t, "layout:{"+ref.UserID+"}:"+ref.Key, key)
+	require.Equal(t, "layout:{"+ref.UserID+":"+ref.Key+"}", key)
 	c := claimAt(ref, now, time.Minute, time.Hour)
 	res, err := st.Claim(ctx, c)
 	require.NoError(t, err)
@@ -312,28 +312,47 @@ func TestScriptsReloaded(t *testing.T) {
 	require.ErrorIs(t, st.Release(ctx, c.Ref), idempotency.ErrLeaseLost)
 }
 
-// TestForeignValueIsStoreError checks that a key of another type under the
-// prefix fails as a store error that says so, and is left alone.
+// TestForeignValueIsStoreError checks that a value under the prefix that is
+// not a record (a string of another format, a hash such as a record kept one
+// field per hash field, a list) fails every operation as a store error that
+// names Options.KeyPrefix, and is left alone.
 func TestForeignValueIsStoreError(t *testing.T) {
 	t.Parallel()
 	client := redistest.NewClient(t)
 	st := redisstore.New(client, nil)
 	ctx := context.Background()
-	c := claimAt(newRef(), time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC), time.Minute, time.Hour)
-	key := st.Key(c.UserID, c.Key)
-	require.NoError(t, client.Set(ctx, key, "not a record", time.Minute).Err())
+	for name, write := range map[string]func(key string) error{
+		"string": func(key string) error { return client.Set(ctx, key, "not a record", time.Minute).Err() },
+		"hash": func(key string) error {
+			return client.HSet(ctx, key, "status", "in_progress", "owner", "o", "expires_at", "4102444800000000").Err()
+		},
+		"list": func(key string) error { return client.RPush(ctx, key, "x").Err() },
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			c := claimAt(newRef(), time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC), time.Minute, time.Hour)
+			key := st.Key(c.UserID, c.Key)
+			require.NoError(t, write(key))
+			typ := client.Type(ctx, key).Val()
+			dump := client.Dump(ctx, key).Val()
 
-	_, err := st.Claim(ctx, c)
-	se := requireStoreError(t, err, "claim")
-	require.Contains(t, se.Error(), "KeyPrefix")
-	requireStoreError(t, st.Complete(ctx, idempotency.Completion{Ref: c.Ref, Now: c.Now, ExpiresAt: c.ExpiresAt}), "complete")
-	requireStoreError(t, st.Release(ctx, c.Ref), "release")
-	require.Equal(t, "not a record", client.Get(ctx, key).Val())
+			_, err := st.Claim(ctx, c)
+			se := requireStoreError(t, err, "claim")
+			require.Contains(t, se.Error(), "KeyPrefix")
+			se = requireStoreError(t, st.Complete(ctx, idempotency.Completion{Ref: c.Ref, Now: c.Now, ExpiresAt: c.ExpiresAt}), "complete")
+			require.Contains(t, se.Error(), "KeyPrefix")
+			requireStoreError(t, st.Release(ctx, c.Ref), "release")
+			requireStoreError(t, st.Renew(ctx, idempotency.Renewal{Ref: c.Ref, Now: c.Now, LeaseUntil: c.LeaseUntil.Add(time.Minute)}), "renew")
+			require.Equal(t, typ, client.Type(ctx, key).Val(), "left alone")
+			require.Equal(t, dump, client.Dump(ctx, key).Val(), "left alone")
+		})
+	}
 }
 
 // TestCluster runs the suite through a cluster client on a one-node
-// cluster holding every slot, and checks that the keys of one user share a
-// slot (the hash tag).
+// cluster holding every slot, and checks that a record's slot is that of
+// its user and key together (the hash tag), so that one user's records
+// spread over the slots.
 func TestCluster(t *testing.T) {
 	t.Parallel()
 	srv := redistest.StartT(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
@@ -348,13 +367,17 @@ func TestCluster(t *testing.T) {
 
 	st := redisstore.New(node, nil)
 	user := uuid.NewString()
-	want, err := node.ClusterKeySlot(ctx, user).Result()
-	require.NoError(t, err)
-	for range 5 {
-		slot, err := node.ClusterKeySlot(ctx, st.Key(user, uuid.NewString())).Result()
+	seen := map[int64]bool{}
+	for range 20 {
+		key := uuid.NewString()
+		want, err := node.ClusterKeySlot(ctx, user+":"+key).Result()
 		require.NoError(t, err)
-		require.Equal(t, want, slot, "a user's keys hash by the user id alone")
+		slot, err := node.ClusterKeySlot(ctx, st.Key(user, key)).Result()
+		require.NoError(t, err)
+		require.Equal(t, want, slot, "a record hashes by its user id and key")
+		seen[slot] = true
 	}
+	require.Greater(t, len(seen), 15, "one user's records spread over the slots")
 
 	storetest.Run(t, func(t *testing.T) idempotency.Store {
 		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{srv.Addr}})

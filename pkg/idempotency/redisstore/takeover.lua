@@ -9,8 +9,8 @@
 -- ARGV[3]  the key's time to live (ms)
 --
 -- Returns 1 when the caller's record was written (also when the key vanished
--- since the SET), else the live record as stored. A key of the hash layout
--- answers WRONGTYPE, as it came.
+-- since the SET), else the live record as stored. A key of another
+-- type answers WRONGTYPE, as it came.
 local cur = redis.pcall('GET', KEYS[1])
 if type(cur) == 'table' then
   return cur

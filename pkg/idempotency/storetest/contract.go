@@ -2,6 +2,8 @@ package storetest
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -173,4 +175,33 @@ func (s suite) decoratorTooLarge(t *testing.T) {
 		require.Empty(t, header(retry, "Retry-After"))
 	}
 	require.Equal(t, int64(1), runs.Load(), "the handler never runs twice")
+}
+
+func (s suite) functionTooLarge(t *testing.T) {
+	if s.opts.TooLargeBody <= 0 {
+		t.Skip("storetest: Options.TooLargeBody not given")
+	}
+	st := s.newStore(t)
+	var runs atomic.Int64
+	f, err := idempotency.Function(func(ctx context.Context, id string) (string, error) {
+		runs.Add(1)
+		return strings.Repeat("z", s.opts.TooLargeBody), nil
+	}, idempotency.FunctionConfig[string]{
+		Store:   st,
+		Name:    "too-large-" + uuid.NewString(),
+		Key:     func(_ context.Context, id string) (string, error) { return id, nil },
+		Clock:   func() time.Time { return base },
+		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Metrics: io.Discard,
+	})
+	require.NoError(t, err)
+	id := uuid.NewString()
+	first, err := f(context.Background(), id)
+	require.NoError(t, err, "the caller gets the result it made")
+	require.Len(t, first, s.opts.TooLargeBody)
+	for range 2 {
+		_, err = f(context.Background(), id)
+		require.ErrorIs(t, err, idempotency.ErrResultNotKept)
+	}
+	require.Equal(t, int64(1), runs.Load(), "the function never runs twice")
 }

@@ -30,6 +30,7 @@ func runDecoratorCases(t *testing.T, s suite) {
 		{"Decorator/StoreFailureIs503", s.decoratorStoreFailure},
 		{"Decorator/PermanentStoreFailureIs500", s.decoratorPermanent},
 		{"Decorator/TooLargeResponseIsNotKept", s.decoratorTooLarge},
+		{"Function/TooLargeResultIsNotKept", s.functionTooLarge},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -135,6 +135,7 @@ func RunWithOptions(t *testing.T, newStore func(t *testing.T) idempotency.Store,
 		})
 	}
 	runDecoratorCases(t, s)
+	runAdminCases(t, s)
 }
 
 type suite struct {

@@ -1,0 +1,215 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/ichido/ichido/pkg/idempotency"
+	"github.com/ichido/ichido/pkg/idempotency/pgstore"
+	"github.com/ichido/ichido/pkg/idempotency/redisstore"
+	"github.com/ichido/ichido/pkg/idempotency/storeenv"
+)
+
+// recordFlags are the flags of get, list and delete.
+type recordFlags struct {
+	store, databaseURL, schema, redisURL, redisPrefix string
+
+	sub, key, keyFormat, prefix string
+	function, scope             string
+	user, recordKey             string
+
+	status  string
+	limit   int
+	timeout time.Duration
+}
+
+func (f *recordFlags) define(fs *flag.FlagSet, command string) {
+	fs.StringVar(&f.store, "store", "", "postgres or redis (default $IDEMPOTENCY_STORE, else postgres)")
+	fs.StringVar(&f.databaseURL, "database-url", "", "PostgreSQL URL (default $DATABASE_URL, or the dbpool variables)")
+	fs.StringVar(&f.schema, "schema", "", "schema of the key store (default: the connection's current schema)")
+	fs.StringVar(&f.redisURL, "redis-url", "", "Redis URL (default $REDIS_URL)")
+	fs.StringVar(&f.redisPrefix, "redis-prefix", "", "the Redis store's Options.KeyPrefix (default "+redisstore.DefaultKeyPrefix+")")
+	fs.StringVar(&f.sub, "sub", "", "the user's subject, as the authorizer gave it (a UUID, or auth0|…)")
+	fs.StringVar(&f.key, "key", "", "the idempotency key as the client sent it; with -function, the function's key (an SQS message id, an event id)")
+	fs.StringVar(&f.keyFormat, "key-format", "uuid", "the handler's Config.KeyFormat: uuid or opaque")
+	fs.StringVar(&f.prefix, "prefix", "", "the handler's or function's KeyPrefix")
+	fs.StringVar(&f.function, "function", "", "the FunctionConfig.Name of a Function or SQSHandler")
+	fs.StringVar(&f.scope, "scope", "", "with -function: the FunctionConfig.Scope of the call")
+	fs.StringVar(&f.user, "user", "", "the user id as the store keeps it (a UUID), instead of -sub or -function")
+	fs.StringVar(&f.recordKey, "record-key", "", "the key as the store keeps it (a UUID), instead of -key")
+	if command == "list" {
+		fs.StringVar(&f.status, "status", "", "in_progress or completed (default both)")
+		fs.IntVar(&f.limit, "limit", idempotency.DefaultListLimit, "the most records listed, newest first")
+	}
+	fs.DurationVar(&f.timeout, "timeout", time.Minute, "give up after this long")
+}
+
+// runRecords runs get, list or delete.
+func runRecords(ctx context.Context, command string, args []string, out io.Writer, getenv func(string) string) error {
+	fs := flag.NewFlagSet("keystore "+command, flag.ContinueOnError)
+	fs.SetOutput(out)
+	var f recordFlags
+	f.define(fs, command)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	userID, key, err := f.ids(command == "list")
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	store, closeStore, err := storeenv.Open(ctx, f.env(getenv), &storeenv.Options{
+		Postgres: &pgstore.Options{Schema: f.schema},
+		Redis:    &redisstore.Options{KeyPrefix: f.redisPrefix},
+	})
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	admin, ok := store.(idempotency.Admin)
+	if !ok {
+		return fmt.Errorf("the store %T cannot list or delete records", store)
+	}
+	enc := json.NewEncoder(out)
+	enc.SetEscapeHTML(false)
+	switch command {
+	case "get":
+		rec, found, err := admin.Get(ctx, userID, key)
+		if err != nil {
+			return err
+		}
+		if !found {
+			return fmt.Errorf("no record: user %s, key %s", userID, key)
+		}
+		return enc.Encode(recordJSON(rec))
+	case "delete":
+		deleted, err := admin.Delete(ctx, userID, key)
+		if err != nil {
+			return err
+		}
+		if !deleted {
+			return fmt.Errorf("no record: user %s, key %s", userID, key)
+		}
+		fmt.Fprintf(out, "deleted the record of user %s, key %s\n", userID, key)
+		return nil
+	}
+	q := idempotency.ListQuery{UserID: userID, Status: idempotency.Status(f.status), Limit: f.limit}
+	switch q.Status {
+	case "", idempotency.StatusInProgress, idempotency.StatusCompleted:
+	default:
+		return fmt.Errorf("-status is %q: use in_progress or completed", f.status)
+	}
+	recs, err := admin.List(ctx, q)
+	if err != nil {
+		return err
+	}
+	for _, rec := range recs {
+		if err := enc.Encode(recordJSON(rec)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ids returns the user id and key the store keeps for the record the flags
+// name; for list, the key is not wanted and the user is optional.
+func (f *recordFlags) ids(list bool) (userID, key string, err error) {
+	named := 0
+	for _, v := range []string{f.sub, f.function, f.user} {
+		if v != "" {
+			named++
+		}
+	}
+	if named > 1 {
+		return "", "", errors.New("name the user once: -sub, -function or -user")
+	}
+	if list {
+		if f.key != "" || f.recordKey != "" {
+			return "", "", errors.New("list selects by user and status; -key and -record-key are for get and delete")
+		}
+		switch {
+		case f.sub != "":
+			return idempotency.SubjectUUID(f.sub), "", nil
+		case f.function != "":
+			userID, _ := idempotency.FunctionRecordID(f.prefix, f.function, f.scope, "")
+			return userID, "", nil
+		}
+		return strings.ToLower(f.user), "", nil
+	}
+	if (f.key == "") == (f.recordKey == "") {
+		return "", "", errors.New("name the key: -key (as sent) or -record-key (as the store keeps it)")
+	}
+	switch {
+	case f.function != "":
+		if f.recordKey != "" {
+			return "", "", errors.New("-function derives the record's key from -key; pass -user and -record-key instead to name it as stored")
+		}
+		userID, key := idempotency.FunctionRecordID(f.prefix, f.function, f.scope, f.key)
+		return userID, key, nil
+	case f.sub != "" && f.key != "":
+		format := idempotency.KeyUUIDv4
+		switch f.keyFormat {
+		case "uuid":
+		case "opaque":
+			format = idempotency.KeyOpaque
+		default:
+			return "", "", fmt.Errorf("-key-format is %q: use uuid or opaque", f.keyFormat)
+		}
+		return idempotency.HTTPRecordID(idempotency.Config{KeyFormat: format, KeyPrefix: f.prefix}, f.sub, f.key)
+	case f.sub != "":
+		return idempotency.SubjectUUID(f.sub), strings.ToLower(f.recordKey), nil
+	case f.user != "" && f.recordKey != "":
+		return strings.ToLower(f.user), strings.ToLower(f.recordKey), nil
+	}
+	return "", "", errors.New("name the user: -sub (with -key), -function (with -key), or -user (with -record-key)")
+}
+
+// env is the environment with the flags laid over it, as storeenv reads it.
+func (f *recordFlags) env(getenv func(string) string) func(string) string {
+	return func(name string) string {
+		switch {
+		case name == storeenv.EnvStore && f.store != "":
+			return f.store
+		case name == "DATABASE_URL" && f.databaseURL != "":
+			return f.databaseURL
+		case name == redisstore.EnvURL && f.redisURL != "":
+			return f.redisURL
+		case name == "DB_AUTH" && getenv(name) == "" && (f.databaseURL != "" || getenv("DATABASE_URL") != ""):
+			return "url" // a URL alone means the URL mode
+		case name == redisstore.EnvURL && f.store == storeenv.Postgres:
+			return "" // -store postgres wins over a REDIS_URL set for something else
+		}
+		return getenv(name)
+	}
+}
+
+// recordJSON is how a record is printed.
+func recordJSON(rec idempotency.Record) map[string]any {
+	m := map[string]any{
+		"user_id":      rec.UserID,
+		"key":          rec.Key,
+		"status":       rec.Status,
+		"owner":        rec.Owner,
+		"request_hash": rec.RequestHash,
+		"created_at":   rec.CreatedAt.UTC().Format(time.RFC3339Nano),
+		"expires_at":   rec.ExpiresAt.UTC().Format(time.RFC3339Nano),
+	}
+	if rec.Status == idempotency.StatusInProgress {
+		m["lease_until"] = rec.LeaseUntil.UTC().Format(time.RFC3339Nano)
+		m["lease_expired"] = !rec.LeaseUntil.After(time.Now())
+	}
+	if rec.Response != nil {
+		m["response"] = rec.Response
+	}
+	return m
+}

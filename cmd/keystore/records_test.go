@@ -1,0 +1,180 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ichido/ichido/internal/pgtest"
+	"github.com/ichido/ichido/internal/redistest"
+	"github.com/ichido/ichido/pkg/idempotency"
+	"github.com/ichido/ichido/pkg/idempotency/pgstore"
+	"github.com/ichido/ichido/pkg/idempotency/redisstore"
+)
+
+func TestMain(m *testing.M) { redistest.Main(m) }
+
+// TestRecordCommands finds, lists and deletes, on each store, the records
+// that a handler (an opaque, prefixed key from a subject that is not a
+// UUID), a Function and an SQS batch left, naming them as they were sent.
+func TestRecordCommands(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name  string
+		setup func(t *testing.T) (idempotency.Store, func(string) string, []string)
+	}{
+		{"postgres", func(t *testing.T) (idempotency.Store, func(string) string, []string) {
+			db := pgtest.New(t)
+			return pgstore.New(db.Pool, nil), func(name string) string {
+				if name == "DATABASE_URL" {
+					return db.URL
+				}
+				return ""
+			}, nil
+		}},
+		{"redis", func(t *testing.T) (idempotency.Store, func(string) string, []string) {
+			prefix := "keystore-test-" + uuid.NewString() + ":"
+			url := redistest.URL(t)
+			return redisstore.New(redistest.NewClient(t), &redisstore.Options{KeyPrefix: prefix}), func(name string) string {
+				return map[string]string{"IDEMPOTENCY_STORE": "redis", "REDIS_URL": url}[name]
+			}, []string{"-redis-prefix", prefix}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			store, env, storeArgs := c.setup(t)
+			testRecordCommands(t, store, env, storeArgs)
+		})
+	}
+}
+
+func testRecordCommands(t *testing.T, store idempotency.Store, env func(string) string, storeArgs []string) {
+	ctx := context.Background()
+	keystore := func(args ...string) (string, error) {
+		var out bytes.Buffer
+		err := run(ctx, append(args[:1:1], append(append([]string{}, storeArgs...), args[1:]...)...), &out, env)
+		return out.String(), err
+	}
+	records := func(out string) []map[string]any {
+		var recs []map[string]any
+		for line := range strings.SplitSeq(strings.TrimSpace(out), "\n") {
+			if line == "" {
+				continue
+			}
+			var m map[string]any
+			require.NoError(t, json.Unmarshal([]byte(line), &m), line)
+			recs = append(recs, m)
+		}
+		return recs
+	}
+	quiet := slog.New(slog.NewJSONHandler(io.Discard, nil))
+
+	// A request with an opaque key, under a prefix, from an Auth0 user.
+	runs := 0
+	h, err := idempotency.Wrap(func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+		runs++
+		return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusCreated, Body: `{"order":"ord-1"}`}, nil
+	}, idempotency.Config{Store: store, KeyFormat: idempotency.KeyOpaque, KeyPrefix: "orders", Logger: quiet, Metrics: io.Discard})
+	require.NoError(t, err)
+	sub := "auth0|" + uuid.NewString()
+	req := events.APIGatewayV2HTTPRequest{RawPath: "/orders", Headers: map[string]string{"idempotency-key": "order-1/charge"}}
+	req.RequestContext.HTTP.Method = http.MethodPost
+	req.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
+		JWT: &events.APIGatewayV2HTTPRequestContextAuthorizerJWTDescription{Claims: map[string]string{"sub": sub}},
+	}
+	_, err = h(ctx, req)
+	require.NoError(t, err)
+
+	httpRecord := []string{"-sub", sub, "-key", "order-1/charge", "-key-format", "opaque", "-prefix", "orders"}
+	out, err := keystore(append([]string{"get"}, httpRecord...)...)
+	require.NoError(t, err)
+	recs := records(out)
+	require.Len(t, recs, 1)
+	require.Equal(t, "completed", recs[0]["status"])
+	require.Equal(t, idempotency.SubjectUUID(sub), recs[0]["user_id"])
+	require.Equal(t, `{"order":"ord-1"}`, recs[0]["response"].(map[string]any)["body"])
+	_, err = keystore("get", "-sub", sub, "-key", "order-1/charge", "-key-format", "opaque")
+	require.ErrorContains(t, err, "no record", "without the prefix, another record")
+
+	// A Function call, listed while it is in progress, by its name.
+	name := "charge-" + uuid.NewString()
+	var during string
+	charge, err := idempotency.Function(func(ctx context.Context, orderID string) (string, error) {
+		out, err := keystore("list", "-status", "in_progress", "-function", name)
+		require.NoError(t, err)
+		during = out
+		return "charged " + orderID, nil
+	}, idempotency.FunctionConfig[string]{
+		Store: store, Name: name, Logger: quiet, Metrics: io.Discard,
+		Key: func(_ context.Context, orderID string) (string, error) { return orderID, nil },
+	})
+	require.NoError(t, err)
+	_, err = charge(ctx, "ord-1")
+	require.NoError(t, err)
+	recs = records(during)
+	require.Len(t, recs, 1, "the call in progress")
+	userID, key := idempotency.FunctionRecordID("", name, "", "ord-1")
+	require.Equal(t, key, recs[0]["key"])
+	require.Equal(t, userID, recs[0]["user_id"])
+	require.Equal(t, false, recs[0]["lease_expired"])
+	out, err = keystore("list", "-status", "in_progress", "-function", name)
+	require.NoError(t, err)
+	require.Empty(t, records(out), "done now")
+	out, err = keystore("get", "-function", name, "-key", "ord-1")
+	require.NoError(t, err)
+	require.Equal(t, `"charged ord-1"`, records(out)[0]["response"].(map[string]any)["body"])
+
+	// An SQS message, by its message id.
+	queue := "activity-" + uuid.NewString()
+	batch, err := idempotency.SQSHandler(func(context.Context, events.SQSMessage) error { return nil },
+		idempotency.FunctionConfig[events.SQSMessage]{Store: store, Name: queue, Logger: quiet, Metrics: io.Discard})
+	require.NoError(t, err)
+	msg := events.SQSMessage{MessageId: uuid.NewString(), Body: `{}`}
+	_, err = batch(ctx, events.SQSEvent{Records: []events.SQSMessage{msg}})
+	require.NoError(t, err)
+	out, err = keystore("get", "-function", queue, "-key", msg.MessageId)
+	require.NoError(t, err)
+	require.Equal(t, "completed", records(out)[0]["status"])
+
+	// Listing by user, every status; then delete frees the key.
+	out, err = keystore("list", "-sub", sub)
+	require.NoError(t, err)
+	require.Len(t, records(out), 1)
+	out, err = keystore("list")
+	require.NoError(t, err)
+	require.Len(t, records(out), 3, "every record of this store")
+	out, err = keystore(append([]string{"delete"}, httpRecord...)...)
+	require.NoError(t, err)
+	require.Contains(t, out, "deleted")
+	_, err = keystore(append([]string{"delete"}, httpRecord...)...)
+	require.ErrorContains(t, err, "no record")
+	_, err = h(ctx, req)
+	require.NoError(t, err)
+	require.Equal(t, 2, runs, "the deleted key runs again")
+
+	// By the ids as stored.
+	out, err = keystore("get", "-user", userID, "-record-key", key)
+	require.NoError(t, err)
+	require.Len(t, records(out), 1)
+
+	// Flags that name nothing, or too much.
+	_, err = keystore("get", "-key", "x")
+	require.ErrorContains(t, err, "name the user")
+	_, err = keystore("get", "-sub", sub)
+	require.ErrorContains(t, err, "name the key")
+	_, err = keystore("get", "-sub", sub, "-function", name, "-key", "x")
+	require.ErrorContains(t, err, "once")
+	_, err = keystore("get", "-sub", sub, "-key", "not-a-uuid")
+	require.ErrorContains(t, err, "not a UUID version 4")
+	_, err = keystore("list", "-status", "done")
+	require.ErrorContains(t, err, "-status")
+}

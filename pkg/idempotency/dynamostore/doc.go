@@ -1,0 +1,116 @@
+// Package dynamostore keeps idempotency records in one Amazon DynamoDB
+// table, through aws-sdk-go-v2's service/dynamodb. It implements the same
+// idempotency.Store contract as packages pgstore and redisstore and passes
+// the same conformance suite, so a handler wrapped by idempotency.Wrap does
+// not change when the store does. Every write is conditional on the owner
+// token: a claim, a completion, a release and a renewal change nothing that
+// the caller does not own. docs/dynamodb.md says when to choose it.
+//
+// # The table
+//
+// One item per record, on a table of on-demand capacity with Time to Live
+// on (CreateTableInput and TimeToLiveInput describe it; the stack's
+// template declares the same). Every attribute name is configurable
+// (Options.Names), so that an existing table fits; the defaults match the
+// layout of Powertools for AWS Lambda's DynamoDB layer (partition key "id",
+// TTL on "expiration"):
+//
+//	id            S  partition key: KeyPrefix + user id + "#" + key; with a
+//	                 sort key (Names.SortKey), KeyPrefix + user id, and the
+//	                 key in the sort key
+//	status        S  "in_progress" or "completed"
+//	owner         S  the owner token of the claim
+//	request_hash  S  the request's fingerprint
+//	created_at    N  when the record was claimed, Unix microseconds
+//	lease_until   N  when the lease ends, Unix microseconds (in progress only)
+//	expires_at    N  when the record expires, Unix microseconds: what reads go by
+//	expiration    N  Time to Live, Unix seconds (see Expiry)
+//	response      M  the stored response, once completed:
+//	                   status_code  N     the status
+//	                   headers      M     each header, S (or B when its value
+//	                                      is not valid UTF-8)
+//	                   body         S|B   the body, S when valid UTF-8, else B,
+//	                                      so that any byte replays as sent
+//	                   is_base64    BOOL  the handler's flag, when set
+//	                   not_kept     BOOL  the not-kept marker, when set
+//
+// The times are the caller's (Claim.Now and the times derived from it), as
+// with the other stores. The functions need dynamodb:PutItem, UpdateItem,
+// DeleteItem, GetItem and DescribeTable on the table, nothing else.
+//
+// # Operations
+//
+// A claim is a PutItem conditioned on attribute_not_exists(id), with
+// ReturnValuesOnConditionCheckFailure ALL_OLD. When the key is free it is
+// written: the caller holds the record. When it is not, the failed write
+// answers with the item as it was, with no second request: a replay, a
+// duplicate in progress, a reused key, or the caller's own claim again (a
+// lost reply: same owner, same request hash, in progress). A first request
+// is therefore two requests (the claim and the completion's UpdateItem) and
+// a replay one. Only a server that leaves the item out of its answer
+// (DynamoDB does not) costs a strongly consistent GetItem.
+//
+// A record whose lease or expiry has passed is taken over by a second
+// PutItem, conditioned on the record still being the one judged (its
+// status, expires_at and lease_until unchanged, or the key free), so that
+// of claims racing for it one wins and the others see its record.
+//
+// Complete is one UpdateItem and Release one DeleteItem, each conditioned
+// on the owner token and the in-progress status (not on the lease: an
+// owner whose lease ran out may still finish while nobody has taken the
+// record over). Renew is one UpdateItem of lease_until under the same
+// condition, and a second one when the new lease passes expires_at, which
+// then moves with it.
+//
+// # Clocks
+//
+// Takeover is judged against the earlier of the caller's clock (Claim.Now)
+// and DynamoDB's, so that a caller whose clock runs ahead never takes over
+// a lease that is live by the server's clock, and one whose clock runs
+// behind only takes over later. DynamoDB has no clock that a condition
+// expression can read: what stands in for it is the Date header of
+// DynamoDB's reply to the failed PutItem, the very reply that carries the
+// record, taken as the start of its second and advanced by the time since
+// the reply arrived, a lower bound of the server's time. A reply without a
+// Date (a proxy that drops it) leaves the process's own clock to stand in.
+// The judgement is made in Go, and the takeover's condition makes it hold
+// at the write.
+//
+// # Expiry
+//
+// Reads go by expires_at, to the microsecond: an item past it counts as
+// absent whether or not DynamoDB has deleted it, since TTL deletion runs
+// in the background and can lag by days. The TTL attribute, in Unix
+// seconds rounded up, lets DynamoDB delete expired records at no cost:
+// while in progress the later of the lease and expires_at, once completed
+// expires_at; moved later by as much as the caller's clock runs behind the
+// process's, so that a record is not deleted while it is live.
+//
+// # Limits
+//
+// DynamoDB's largest item is 400 KB (MaxItemBytes), attribute names and
+// values together. Complete measures the completed item as DynamoDB does
+// before sending it; a response that would not fit, or that DynamoDB
+// refuses for its size, is answered with a permanent
+// *idempotency.StoreError wrapping idempotency.ErrTooLarge, nothing is
+// written, and the engine completes the record with the not-kept marker:
+// the work never runs twice. Options.MaxRecordBytes sets a lower limit.
+//
+// A replay is a failed conditional write, which DynamoDB's documentation
+// says consumes write capacity by the size of the existing item (one write
+// unit per KB, rounded up, at least one): a replay of a record of n KB
+// costs n write units, where a strongly consistent read would cost n/4
+// read units. A lower MaxRecordBytes bounds it; docs/dynamodb.md and
+// docs/cost.md give the figures.
+//
+// # Errors
+//
+// Failures that no retry cures are permanent StoreErrors: the table
+// missing (ResourceNotFoundException), privileges (AccessDeniedException),
+// credentials (UnrecognizedClientException and the signature errors), a
+// request DynamoDB refuses (ValidationException, such as names that do not
+// match the key schema), an item under the store's keys that is not a
+// record. Throttling, server errors, timeouts and the network are
+// transient. Check runs DescribeTable at start-up: the table, its key
+// schema, and the role's access, before the first request.
+package dynamostore

@@ -1,0 +1,377 @@
+package idempotencytest
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ichido/ichido/internal/apigw"
+	"github.com/ichido/ichido/pkg/idempotency"
+)
+
+// The cases past the round-trip floor: the local cache (Config.LocalCache),
+// the wait for an in-flight duplicate's answer (Config.WaitForResult) and
+// the heartbeat lease of a run without a deadline (Config.Heartbeat), for
+// every HTTP shape and for Function and SQSHandler, on the Store under test.
+
+// blocking is a handler that counts its runs, signals started when a run
+// begins and answers only once release is closed (or its context is done:
+// it then answers 500 and keeps the context's cause in cause).
+type blocking struct {
+	e       *env
+	status  func(run int32) int
+	started chan int32
+	release chan struct{}
+
+	mu    sync.Mutex
+	cause error
+}
+
+func (e *env) blocking(status func(run int32) int) *blocking {
+	return &blocking{e: e, status: status, started: make(chan int32, 8), release: make(chan struct{})}
+}
+
+func (b *blocking) handler(ctx context.Context, _ idempotency.Request) (apigw.Response, error) {
+	n := b.e.runs.Add(1)
+	b.started <- n
+	select {
+	case <-b.release:
+	case <-ctx.Done():
+		b.mu.Lock()
+		b.cause = context.Cause(ctx)
+		b.mu.Unlock()
+		return apigw.Response{StatusCode: http.StatusInternalServerError}, nil
+	}
+	return apigw.Response{
+		StatusCode: b.status(n),
+		Headers:    http.Header{"Content-Type": {"application/json"}, "Location": {fmt.Sprintf("/tasks/%d", n)}},
+		Body:       fmt.Sprintf(`{"run":%d}`, n),
+	}, nil
+}
+
+// async runs r through inv on a goroutine and returns its answer's channel.
+func (e *env) async(inv invoker, r request) <-chan apigw.Response {
+	out := make(chan apigw.Response, 1)
+	go func() {
+		resp, err := inv(context.Background(), r)
+		if err != nil {
+			resp = apigw.Response{StatusCode: -1, Body: err.Error()}
+		}
+		out <- resp
+	}()
+	return out
+}
+
+// eventually waits (on the real clock, up to 10s) until cond holds.
+func eventually(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	require.Eventually(t, cond, 10*time.Second, 5*time.Millisecond, what)
+}
+
+// logLine returns the decorator's log line whose outcome is outcome.
+func (e *env) logLine(outcome string) map[string]any {
+	e.t.Helper()
+	for _, line := range jsonLines(e.t, e.logs) {
+		if line["msg"] == "idempotency" && line["outcome"] == outcome {
+			return line
+		}
+	}
+	require.Failf(e.t, "no log line", "outcome %q in %s", outcome, e.logs.String())
+	return nil
+}
+
+func withCache(c *idempotency.Config) { c.LocalCache = &idempotency.LocalCache{} }
+
+func withWait(d time.Duration) func(*idempotency.Config) {
+	return func(c *idempotency.Config) { c.WaitForResult = d }
+}
+
+func withHeartbeat(d time.Duration) func(*idempotency.Config) {
+	return func(c *idempotency.Config) { c.Heartbeat = d }
+}
+
+var beyondCases = []behaviourCase{
+	{"the local cache answers a repeat with no store call, until the record expires", func(t *testing.T, e *env) {
+		inv := e.wrap(e.respond(http.StatusCreated), withCache, func(c *idempotency.Config) {
+			c.TTL, c.MaxLease = time.Hour, time.Minute
+		})
+		first := e.do(inv, e.post(`{"title": "cache"}`))
+		require.Equal(t, http.StatusCreated, first.StatusCode)
+		calls := e.store.calls()
+
+		e.clock.Advance(time.Minute)
+		replay := e.do(inv, e.post(`{"title": "cache"}`))
+		requireReplay(t, first, replay)
+		reused := e.do(inv, e.post(`{"title": "another request"}`))
+		requireProblem(t, reused, http.StatusUnprocessableEntity, idempotency.CodeKeyReused)
+		require.Equal(t, calls, e.store.calls(), "answered from the cache: no store call")
+		require.EqualValues(t, 1, e.runs.Load())
+		line := e.logLine("replayed")
+		require.Equal(t, true, line["cached"])
+		require.NotContains(t, line, "store", "no store latency for a cached answer")
+		e.requireMetric("cache_hit")
+
+		// An hour after the completion the record has expired, in the cache
+		// and in the store: the request runs again.
+		e.clock.Advance(time.Hour)
+		again := e.do(inv, e.post(`{"title": "cache"}`))
+		require.Equal(t, http.StatusCreated, again.StatusCode)
+		require.Empty(t, again.Headers.Get(idempotency.ReplayedHeader))
+		require.EqualValues(t, 2, e.runs.Load())
+	}},
+	{"the local cache keeps neither refusals nor records in progress", func(t *testing.T, e *env) {
+		b := e.blocking(func(int32) int { return http.StatusCreated })
+		inv := e.wrap(b.handler, withCache)
+		first := e.async(inv, e.post(`{}`))
+		<-b.started
+		dup := e.do(inv, e.post(`{}`))
+		requireProblem(t, dup, http.StatusConflict, idempotency.CodeKeyInUse)
+		claims := e.store.claims.Load()
+		dup = e.do(inv, e.post(`{}`))
+		requireProblem(t, dup, http.StatusConflict, idempotency.CodeKeyInUse)
+		require.Equal(t, claims+1, e.store.claims.Load(), "an in-progress record is asked of the store each time")
+		close(b.release)
+		require.Equal(t, http.StatusCreated, (<-first).StatusCode)
+	}},
+	{"a waiting duplicate replays the first request's answer", func(t *testing.T, e *env) {
+		b := e.blocking(func(int32) int { return http.StatusCreated })
+		inv := e.wrap(b.handler, withWait(10*time.Second))
+		first := e.async(inv, e.post(`{"title": "wait"}`))
+		<-b.started
+		dup := e.async(inv, e.post(`{"title": "wait"}`))
+		// The duplicate's claim found the record in progress, and it polls.
+		eventually(t, func() bool { return e.store.claims.Load() >= 3 }, "the duplicate polls")
+		close(b.release)
+		firstResp, dupResp := <-first, <-dup
+		require.Equal(t, http.StatusCreated, firstResp.StatusCode)
+		requireReplay(t, firstResp, dupResp)
+		require.EqualValues(t, 1, e.runs.Load())
+		line := e.logLine("replayed")
+		store := line["store"].(map[string]any)
+		require.GreaterOrEqual(t, store["wait_calls"], float64(1))
+		e.requireMetric("waited")
+	}},
+	{"a waiting duplicate gives up at its bound with 409", func(t *testing.T, e *env) {
+		b := e.blocking(func(int32) int { return http.StatusCreated })
+		inv := e.wrap(b.handler, withWait(150*time.Millisecond))
+		first := e.async(inv, e.post(`{}`))
+		<-b.started
+		dup := e.do(inv, e.post(`{}`))
+		requireProblem(t, dup, http.StatusConflict, idempotency.CodeKeyInUse)
+		require.Equal(t, "1", dup.Headers.Get("Retry-After"))
+		require.Greater(t, e.store.claims.Load(), int32(2), "it polled before giving up")
+		close(b.release)
+		require.Equal(t, http.StatusCreated, (<-first).StatusCode)
+	}},
+	{"a waiting duplicate never waits past its own deadline", func(t *testing.T, e *env) {
+		b := e.blocking(func(int32) int { return http.StatusCreated })
+		inv := e.wrap(b.handler, withWait(time.Minute))
+		first := e.async(inv, e.post(`{}`))
+		<-b.started
+		ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		dup, err := inv(ctx, e.post(`{}`))
+		require.NoError(t, err)
+		requireProblem(t, dup, http.StatusConflict, idempotency.CodeKeyInUse)
+		deadline, _ := ctx.Deadline()
+		require.True(t, time.Now().Before(deadline), "answered before the deadline, after %v", time.Since(start))
+		close(b.release)
+		require.Equal(t, http.StatusCreated, (<-first).StatusCode)
+	}},
+	{"a waiting duplicate runs itself when the first request fails", func(t *testing.T, e *env) {
+		b := e.blocking(func(run int32) int {
+			if run == 1 {
+				return http.StatusInternalServerError
+			}
+			return http.StatusCreated
+		})
+		inv := e.wrap(b.handler, withWait(10*time.Second))
+		first := e.async(inv, e.post(`{}`))
+		<-b.started
+		dup := e.async(inv, e.post(`{}`))
+		eventually(t, func() bool { return e.store.claims.Load() >= 3 }, "the duplicate polls")
+		close(b.release)
+		require.Equal(t, http.StatusInternalServerError, (<-first).StatusCode)
+		dupResp := <-dup
+		require.Equal(t, http.StatusCreated, dupResp.StatusCode, "the key was released: the duplicate claimed it and ran")
+		require.Empty(t, dupResp.Headers.Get(idempotency.ReplayedHeader))
+		require.EqualValues(t, 2, e.runs.Load())
+	}},
+	{"a run without a deadline renews its lease while it lasts", func(t *testing.T, e *env) {
+		const beat = 300 * time.Millisecond
+		b := e.blocking(func(int32) int { return http.StatusCreated })
+		inv := e.wrap(b.handler, withHeartbeat(beat))
+		first := e.async(inv, e.post(`{}`))
+		<-b.started
+		// Well past the first lease by the caller's clock: only the renewals
+		// that follow keep the record.
+		e.clock.Advance(time.Hour)
+		renews := e.store.renews.Load()
+		eventually(t, func() bool { return e.store.renews.Load() > renews+2 }, "the lease is renewed")
+		dup := e.do(inv, e.post(`{}`))
+		requireProblem(t, dup, http.StatusConflict, idempotency.CodeKeyInUse)
+		close(b.release)
+		firstResp := <-first
+		require.Equal(t, http.StatusCreated, firstResp.StatusCode)
+		requireReplay(t, firstResp, e.do(inv, e.post(`{}`)))
+		line := e.logLine("completed")
+		require.Equal(t, true, line["heartbeat"])
+		store := line["store"].(map[string]any)
+		require.GreaterOrEqual(t, store["renew_calls"], float64(2))
+		require.EqualValues(t, 1, e.runs.Load())
+	}},
+	{"a run whose renewals stop frees its key within one heartbeat, and learns it lost the lease", func(t *testing.T, e *env) {
+		const beat = 300 * time.Millisecond
+		b := e.blocking(func(int32) int { return http.StatusCreated })
+		inv := e.wrap(b.handler, withHeartbeat(beat))
+		first := e.async(inv, e.post(`{}`))
+		<-b.started
+		// The first server "crashes": its renewals no longer reach the store.
+		e.store.failRenew.Store(true)
+		e.clock.Advance(beat)
+		second := e.async(inv, e.post(`{}`))
+		require.EqualValues(t, 2, <-b.started, "one heartbeat later the retry runs")
+		// The first server's renewals reach the store again: the lease is
+		// someone else's now, and its handler's context says so.
+		e.store.failRenew.Store(false)
+		firstResp := <-first
+		require.Equal(t, http.StatusInternalServerError, firstResp.StatusCode)
+		b.mu.Lock()
+		cause := b.cause
+		b.mu.Unlock()
+		require.ErrorIs(t, cause, idempotency.ErrLeaseLost)
+		close(b.release)
+		require.Equal(t, http.StatusCreated, (<-second).StatusCode)
+		requireReplay(t, apigw.Response{StatusCode: http.StatusCreated, Body: `{"run":2}`,
+			Headers: http.Header{"Content-Type": {"application/json"}, "Location": {"/tasks/2"}}}, e.do(inv, e.post(`{}`)))
+	}},
+	{"a run with a deadline keeps the deadline's lease and makes no renewals", func(t *testing.T, e *env) {
+		inv := e.wrap(e.respond(http.StatusCreated), withHeartbeat(30*time.Millisecond))
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		resp, err := inv(ctx, e.post(`{}`))
+		require.NoError(t, err)
+		require.Equal(t, http.StatusCreated, resp.StatusCode)
+		require.Zero(t, e.store.renews.Load())
+		require.NotContains(t, e.logLine("completed"), "heartbeat")
+	}},
+}
+
+func withFunctionCache[In any](c *idempotency.FunctionConfig[In]) {
+	c.LocalCache = &idempotency.LocalCache{}
+}
+
+func withFunctionWait[In any](d time.Duration) func(*idempotency.FunctionConfig[In]) {
+	return func(c *idempotency.FunctionConfig[In]) { c.WaitForResult = d }
+}
+
+var beyondFunctionCases = []functionCase{
+	{"the local cache returns a repeat's result with no store call", func(t *testing.T, e *funcEnv) {
+		f := e.newOrder(nil, withFunctionCache[order])
+		o := order{ID: uuid.NewString(), Items: 1}
+		first, err := f(context.Background(), o)
+		require.NoError(t, err)
+		calls := e.store.calls()
+		again, err := f(context.Background(), o)
+		require.NoError(t, err)
+		require.Equal(t, first.Run, again.Run)
+		require.True(t, first.At.Equal(again.At))
+		require.Equal(t, calls, e.store.calls())
+		require.EqualValues(t, 1, e.runsOf(o.ID))
+		require.Contains(t, e.logs.String(), `"cached":true`)
+	}},
+	{"a waiting repeat returns the first call's result instead of ErrInProgress", func(t *testing.T, e *funcEnv) {
+		started, release := make(chan struct{}), make(chan struct{})
+		f := e.newOrder(func(ctx context.Context, o order) error {
+			close(started)
+			<-release
+			return nil
+		}, withFunctionWait[order](10*time.Second))
+		o := order{ID: uuid.NewString()}
+		type result struct {
+			r   receipt
+			err error
+		}
+		firstC, dupC := make(chan result, 1), make(chan result, 1)
+		go func() { r, err := f(context.Background(), o); firstC <- result{r, err} }()
+		<-started
+		go func() { r, err := f(context.Background(), o); dupC <- result{r, err} }()
+		eventually(t, func() bool { return e.store.claims.Load() >= 3 }, "the repeat polls")
+		close(release)
+		first, dup := <-firstC, <-dupC
+		require.NoError(t, first.err)
+		require.NoError(t, dup.err)
+		require.Equal(t, first.r.Run, dup.r.Run)
+		require.EqualValues(t, 1, e.runsOf(o.ID))
+	}},
+	{"sqs: a waiting redelivery succeeds instead of failing the record", func(t *testing.T, e *funcEnv) {
+		m := sqsMessage(`{}`)
+		started, release := make(chan struct{}), make(chan struct{})
+		h := e.batchHandler(func(events.SQSMessage) error {
+			close(started)
+			<-release
+			return nil
+		}, withFunctionWait[events.SQSMessage](10*time.Second))
+		batch := events.SQSEvent{Records: []events.SQSMessage{m}}
+		firstC := make(chan events.SQSEventResponse, 1)
+		go func() { r, _ := h(context.Background(), batch); firstC <- r }()
+		<-started
+		dupC := make(chan events.SQSEventResponse, 1)
+		go func() { r, _ := h(context.Background(), batch); dupC <- r }()
+		eventually(t, func() bool { return e.store.claims.Load() >= 3 }, "the redelivery polls")
+		close(release)
+		require.Empty(t, (<-firstC).BatchItemFailures)
+		require.Empty(t, (<-dupC).BatchItemFailures, "the redelivered record waited and counts as done")
+		require.EqualValues(t, 1, e.runsOf(m.MessageId))
+	}},
+	{"a call without a deadline renews its lease and frees its key within one heartbeat when it stops", func(t *testing.T, e *funcEnv) {
+		const beat = 300 * time.Millisecond
+		started, release := make(chan struct{}, 2), make(chan struct{})
+		var causes []error
+		var mu sync.Mutex
+		f := e.newOrder(func(ctx context.Context, o order) error {
+			started <- struct{}{}
+			select {
+			case <-release:
+				return nil
+			case <-ctx.Done():
+				mu.Lock()
+				causes = append(causes, context.Cause(ctx))
+				mu.Unlock()
+				return ctx.Err()
+			}
+		}, func(c *idempotency.FunctionConfig[order]) { c.Heartbeat = beat })
+		o := order{ID: uuid.NewString()}
+		firstC := make(chan error, 1)
+		go func() { _, err := f(context.Background(), o); firstC <- err }()
+		<-started
+		e.clock.Advance(time.Hour)
+		renews := e.store.renews.Load()
+		eventually(t, func() bool { return e.store.renews.Load() > renews+2 }, "the lease is renewed")
+		_, err := f(context.Background(), o)
+		require.ErrorIs(t, err, idempotency.ErrInProgress, "the renewed lease holds past the first one")
+
+		e.store.failRenew.Store(true)
+		e.clock.Advance(beat)
+		secondC := make(chan error, 1)
+		go func() { _, err := f(context.Background(), o); secondC <- err }()
+		<-started
+		e.store.failRenew.Store(false)
+		require.Error(t, <-firstC)
+		mu.Lock()
+		require.Len(t, causes, 1)
+		require.ErrorIs(t, causes[0], idempotency.ErrLeaseLost)
+		mu.Unlock()
+		close(release)
+		require.NoError(t, <-secondC)
+		require.EqualValues(t, 2, e.runsOf(o.ID))
+	}},
+}

@@ -1,0 +1,108 @@
+package idempotencytest
+
+import (
+	"context"
+	"math"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ichido/ichido/pkg/idempotency"
+)
+
+// functionHardeningCases are the function and batch answers a second
+// adversarial review found wrong: work that ran again after its result
+// could not be kept, done messages failed after a payload check was added,
+// and an atomic completion handed out by a store that cannot write it.
+var functionHardeningCases = []functionCase{
+	{"a result that does not encode completes the key, and a repeat does not run again", func(t *testing.T, e *funcEnv) {
+		cfg := config(e, orderID)
+		f, err := idempotency.Function(func(ctx context.Context, o order) (float64, error) {
+			e.ran(o.ID)
+			return math.NaN(), nil // the work is done; its result cannot be JSON
+		}, cfg)
+		require.NoError(t, err)
+		o := order{ID: uuid.NewString()}
+		first, err := f(context.Background(), o)
+		require.NoError(t, err, "the caller gets the work's result")
+		require.True(t, math.IsNaN(first))
+		for range 2 {
+			_, err = f(context.Background(), o)
+			require.ErrorIs(t, err, idempotency.ErrResultNotKept)
+		}
+		require.EqualValues(t, 1, e.runsOf(o.ID), "the work never runs twice")
+		require.Zero(t, e.store.releases.Load(), "the record is not released")
+		var outcomes []string
+		for _, line := range jsonLines(t, e.logs) {
+			outcomes = append(outcomes, line["outcome"].(string))
+		}
+		require.Equal(t, []string{"not_kept", "replayed", "replayed"}, outcomes)
+	}},
+	{"sqs: a record kept without a result is skipped as done", func(t *testing.T, e *funcEnv) {
+		// The store refuses the result as too large: the engine keeps the
+		// key completed with the not-kept marker, once, without retrying.
+		e.store.tooLarge.Store(true)
+		m := sqsMessage(`{"n":1}`)
+		h := e.batchHandler(nil)
+		resp, err := h(context.Background(), events.SQSEvent{Records: []events.SQSMessage{m}})
+		require.NoError(t, err)
+		require.Empty(t, resp.BatchItemFailures)
+		require.EqualValues(t, 2, e.store.completes.Load(), "the refused completion, then the marker; no retry of what cannot succeed")
+		e.store.tooLarge.Store(false)
+		for range 2 {
+			resp, err = h(context.Background(), events.SQSEvent{Records: []events.SQSMessage{m}})
+			require.NoError(t, err)
+			require.Empty(t, resp.BatchItemFailures, "the redelivery is skipped as done")
+		}
+		require.EqualValues(t, 1, e.runsOf(m.MessageId), "the work never runs twice")
+	}},
+	{"sqs: adding a payload check does not fail messages done before it", func(t *testing.T, e *funcEnv) {
+		done := sqsMessage(`{"event_id":"e-1"}`)
+		before := e.batchHandler(nil)
+		resp, err := before(context.Background(), events.SQSEvent{Records: []events.SQSMessage{done}})
+		require.NoError(t, err)
+		require.Empty(t, resp.BatchItemFailures)
+
+		// The next deployment checks the body: the redelivery of the
+		// message done before is skipped, not failed with ErrKeyReused.
+		after := e.batchHandler(nil, func(c *idempotency.FunctionConfig[events.SQSMessage]) { c.Payload = idempotency.SQSBody })
+		resp, err = after(context.Background(), events.SQSEvent{Records: []events.SQSMessage{done}})
+		require.NoError(t, err)
+		require.Empty(t, failedIDs(resp), "a record made without a payload check is no evidence of a mismatch")
+		require.EqualValues(t, 1, e.runsOf(done.MessageId))
+
+		// Records made with the check are still compared.
+		checked := sqsMessage(`{"event_id":"e-2"}`)
+		resp, err = after(context.Background(), events.SQSEvent{Records: []events.SQSMessage{checked}})
+		require.NoError(t, err, "logs: %s", e.logs.String())
+		require.Empty(t, resp.BatchItemFailures)
+		changed := checked
+		changed.Body = `{"event_id":"e-2","kind":"other"}`
+		resp, err = after(context.Background(), events.SQSEvent{Records: []events.SQSMessage{changed}})
+		require.ErrorIs(t, err, idempotency.ErrBatchFailed)
+		require.Equal(t, []string{changed.MessageId}, failedIDs(resp))
+		require.EqualValues(t, 1, e.runsOf(checked.MessageId))
+	}},
+	{"AtomicResult reports false on a store that cannot complete in the caller's transaction", func(t *testing.T, e *funcEnv) {
+		// The case's store wraps the real one, as any decorator of a store
+		// would: it cannot write a completion inside the caller's
+		// transaction, so nothing is handed out and the engine completes.
+		var handedOut bool
+		f := e.newOrder(func(ctx context.Context, o order) error {
+			_, handedOut = idempotency.AtomicResult(ctx, receipt{OrderID: o.ID})
+			return nil
+		})
+		o := order{ID: uuid.NewString()}
+		first, err := f(context.Background(), o)
+		require.NoError(t, err)
+		require.False(t, handedOut)
+		again, err := f(context.Background(), o)
+		require.NoError(t, err, "the key completed: a repeat replays instead of ErrInProgress")
+		require.Equal(t, first.Run, again.Run)
+		require.EqualValues(t, 1, e.runsOf(o.ID))
+		_, _, err = idempotency.TakeOver(context.Background(), nil, receipt{})
+		require.NoError(t, err, "outside a run there is nothing to take over")
+	}},
+}

@@ -1,0 +1,216 @@
+// Package memstore is an idempotency.Store in memory, for unit tests and
+// local runs: one line gives a wrapped handler, middleware or function a
+// store with no server at all.
+//
+//	h, err := idempotency.Wrap(createOrder, idempotency.Config{Store: memstore.New()})
+//
+// It keeps the Store contract (claims, leases and their renewal, expiry,
+// the owner's fencing) and passes the conformance suite of package storetest, so a
+// handler's test sees what production would: a retry replays, a duplicate
+// in progress is refused, an error releases the key. It also implements
+// idempotency.Admin, so a test can look at the records a handler left.
+//
+// Its records live in the process and die with it: it is not a store for
+// production, where two execution environments must share their records
+// (use pgstore or redisstore). Like a store with a server, it decides
+// takeover and expiry against the earlier of the caller's clock
+// (Claim.Now) and its own, the process's time.Now.
+package memstore
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/ichido/ichido/pkg/idempotency"
+)
+
+// Store is an idempotency.Store in memory. It is safe for concurrent use.
+// The zero value is not usable; call New.
+type Store struct {
+	mu      sync.Mutex
+	records map[id]idempotency.Record
+}
+
+type id struct{ userID, key string }
+
+var (
+	_ idempotency.Store = (*Store)(nil)
+	_ idempotency.Admin = (*Store)(nil)
+)
+
+// New returns an empty Store.
+func New() *Store {
+	return &Store{records: map[id]idempotency.Record{}}
+}
+
+// Claim implements idempotency.Store.
+func (s *Store) Claim(ctx context.Context, c idempotency.Claim) (idempotency.ClaimResult, error) {
+	if err := ctx.Err(); err != nil {
+		return idempotency.ClaimResult{}, &idempotency.StoreError{Op: "claim", Err: err}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := c.Now
+	if own := time.Now(); own.Before(now) {
+		now = own
+	}
+	k := id{c.UserID, c.Key}
+	if rec, ok := s.records[k]; ok && live(rec, now) {
+		if rec.Status == idempotency.StatusInProgress && rec.Owner == c.Owner && rec.RequestHash == c.RequestHash {
+			return idempotency.ClaimResult{Claimed: true, Record: rec}, nil
+		}
+		return idempotency.ClaimResult{Record: rec}, nil
+	}
+	rec := idempotency.Record{
+		UserID:      c.UserID,
+		Key:         c.Key,
+		Owner:       c.Owner,
+		RequestHash: c.RequestHash,
+		Status:      idempotency.StatusInProgress,
+		CreatedAt:   c.Now,
+		LeaseUntil:  c.LeaseUntil,
+		ExpiresAt:   c.ExpiresAt,
+	}
+	s.records[k] = rec
+	return idempotency.ClaimResult{Claimed: true, Record: rec}, nil
+}
+
+// live reports whether rec counts as present at now.
+func live(rec idempotency.Record, now time.Time) bool {
+	if !rec.ExpiresAt.After(now) {
+		return false
+	}
+	return rec.Status != idempotency.StatusInProgress || rec.LeaseUntil.After(now)
+}
+
+// Complete implements idempotency.Store.
+func (s *Store) Complete(ctx context.Context, c idempotency.Completion) error {
+	if err := ctx.Err(); err != nil {
+		return &idempotency.StoreError{Op: "complete", Err: err}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := id{c.UserID, c.Key}
+	rec, ok := s.records[k]
+	if !ok || rec.Status != idempotency.StatusInProgress || rec.Owner != c.Owner {
+		return idempotency.ErrLeaseLost
+	}
+	resp := c.Response
+	resp.Headers = cloneHeaders(resp.Headers)
+	rec.Status, rec.Response, rec.ExpiresAt, rec.LeaseUntil = idempotency.StatusCompleted, &resp, c.ExpiresAt, time.Time{}
+	s.records[k] = rec
+	return nil
+}
+
+// Release implements idempotency.Store.
+func (s *Store) Release(ctx context.Context, r idempotency.Ref) error {
+	if err := ctx.Err(); err != nil {
+		return &idempotency.StoreError{Op: "release", Err: err}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := id{r.UserID, r.Key}
+	rec, ok := s.records[k]
+	if !ok || rec.Status != idempotency.StatusInProgress || rec.Owner != r.Owner {
+		return idempotency.ErrLeaseLost
+	}
+	delete(s.records, k)
+	return nil
+}
+
+// Renew implements idempotency.Store.
+func (s *Store) Renew(ctx context.Context, r idempotency.Renewal) error {
+	if err := ctx.Err(); err != nil {
+		return &idempotency.StoreError{Op: "renew", Err: err}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := id{r.UserID, r.Key}
+	rec, ok := s.records[k]
+	if !ok || rec.Status != idempotency.StatusInProgress || rec.Owner != r.Owner {
+		return idempotency.ErrLeaseLost
+	}
+	rec.LeaseUntil = r.LeaseUntil
+	if r.LeaseUntil.After(rec.ExpiresAt) {
+		rec.ExpiresAt = r.LeaseUntil
+	}
+	s.records[k] = rec
+	return nil
+}
+
+// Get implements idempotency.Admin.
+func (s *Store) Get(ctx context.Context, userID, key string) (idempotency.Record, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return idempotency.Record{}, false, &idempotency.StoreError{Op: "get", Err: err}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rec, ok := s.records[id{userID, key}]
+	if !ok || !rec.ExpiresAt.After(time.Now()) {
+		return idempotency.Record{}, false, nil
+	}
+	return copyRecord(rec), true, nil
+}
+
+// List implements idempotency.Admin.
+func (s *Store) List(ctx context.Context, q idempotency.ListQuery) ([]idempotency.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, &idempotency.StoreError{Op: "list", Err: err}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	var out []idempotency.Record
+	for k, rec := range s.records {
+		if (q.UserID != "" && k.userID != q.UserID) || (q.Status != "" && rec.Status != q.Status) || !rec.ExpiresAt.After(now) {
+			continue
+		}
+		out = append(out, copyRecord(rec))
+	}
+	slices.SortFunc(out, func(a, b idempotency.Record) int {
+		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
+			return c
+		}
+		return cmp.Or(cmp.Compare(a.UserID, b.UserID), cmp.Compare(a.Key, b.Key))
+	})
+	if n := q.Limited(); len(out) > n {
+		out = out[:n]
+	}
+	return out, nil
+}
+
+// Delete implements idempotency.Admin.
+func (s *Store) Delete(ctx context.Context, userID, key string) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, &idempotency.StoreError{Op: "delete", Err: err}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := id{userID, key}
+	_, ok := s.records[k]
+	delete(s.records, k)
+	return ok, nil
+}
+
+func copyRecord(rec idempotency.Record) idempotency.Record {
+	if rec.Response != nil {
+		resp := *rec.Response
+		resp.Headers = cloneHeaders(resp.Headers)
+		rec.Response = &resp
+	}
+	return rec
+}
+
+func cloneHeaders(h map[string]string) map[string]string {
+	if h == nil {
+		return nil
+	}
+	out := make(map[string]string, len(h))
+	for k, v := range h {
+		out[k] = v
+	}
+	return out
+}

@@ -1,0 +1,72 @@
+package idempotency
+
+import (
+	"context"
+	"math/rand/v2"
+	"time"
+)
+
+// Pauses between the polls of a duplicate that waits for the first
+// request's answer (Config.WaitForResult): from the first pause, growing by
+// half up to the longest, each with up to a fifth added at random so that
+// duplicates arriving together do not poll together.
+const (
+	firstWaitPause   = 20 * time.Millisecond
+	longestWaitPause = 500 * time.Millisecond
+)
+
+// waitMargin is kept free before the invocation's deadline: a wait never
+// sleeps into it, so the duplicate still has time to answer.
+const waitMargin = 100 * time.Millisecond
+
+// waitForResult is the claim of a duplicate that found its key in progress
+// for the same request, when waiting is on: it polls the store with the
+// same claim, as a retry would, until the record is no longer in progress
+// (a replay; or a claim of its own when the first run released the key or
+// its lease ran out, and this request runs instead), or the wait is over:
+// maxWait after the first poll, the invocation's deadline less waitMargin,
+// or ctx done. It then returns the last answer, still in progress, and the
+// caller refuses as without waiting. Each poll is one Claim; a poll that
+// fails is recovered from like the first claim (recoverClaim), and ends the
+// wait.
+func (e *engine) waitForResult(ctx context.Context, obs *observation, c Claim, first ClaimResult) (ClaimResult, error) {
+	res := first
+	until := time.Now().Add(e.wait)
+	if deadline, ok := ctx.Deadline(); ok && deadline.Add(-waitMargin).Before(until) {
+		until = deadline.Add(-waitMargin)
+	}
+	pause := firstWaitPause
+	for waiting(res, c.RequestHash) {
+		sleep := pause + rand.N(pause/5+1)
+		if time.Until(until) < sleep {
+			return res, nil
+		}
+		timer := time.NewTimer(sleep)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return res, nil
+		case <-timer.C:
+		}
+		pause = min(pause*3/2, longestWaitPause)
+
+		now := e.clock()
+		c.Now, c.ExpiresAt = now, now.Add(e.ttl)
+		c.LeaseUntil = e.lease(ctx, now, obs.heartbeat)
+		err := obs.timed("wait", func() (err error) {
+			res, err = e.store.Claim(ctx, c)
+			return err
+		})
+		obs.waited = true
+		if err != nil {
+			return e.recoverClaim(ctx, c, err, obs)
+		}
+	}
+	return res, nil
+}
+
+// waiting reports whether res is a record in progress for the same request,
+// which a waiting duplicate polls again.
+func waiting(res ClaimResult, requestHash string) bool {
+	return !res.Claimed && res.Record.Status == StatusInProgress && res.Record.RequestHash == requestHash
+}
