@@ -90,11 +90,7 @@ func TestRehearse(t *testing.T) {
 			a, err := pgtest.StartAurora(ctx, s.opts)
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = a.Destroy() })
-			line := r.rehearse(t, a)
-			if s.opts.FakeCron {
-				line += " (the SQL-only stand-in: the package has no pg_cron)"
-			}
-			report = append(report, line)
+			report = append(report, r.rehearse(t, a, s.opts.FakeCron))
 		})
 	}
 	summary := "rehearsed the database setup and the functions on " + strings.Join(report, "; and on ")
@@ -111,7 +107,7 @@ type stage struct {
 
 // rehearse runs the whole rehearsal on one server and returns what to
 // report of it.
-func (r *rig) rehearse(t *testing.T, a *pgtest.Aurora) string {
+func (r *rig) rehearse(t *testing.T, a *pgtest.Aurora, fakeCron bool) string {
 	ctx := context.Background()
 	bouncer, err := pgtest.StartPgBouncer(ctx, pgtest.PgBouncerOptions{Port: a.Port, Users: []string{"postgres", masterUser, migrateUser, appUser}})
 	require.NoError(t, err)
@@ -185,9 +181,11 @@ func (r *rig) rehearse(t *testing.T, a *pgtest.Aurora) string {
 	require.NoError(t, super.QueryRow(ctx, `SELECT count(*) FROM tasks`).Scan(&after))
 	require.Equal(t, tasks, after)
 
-	var cron string
-	require.NoError(t, super.QueryRow(ctx, `SELECT extversion FROM pg_extension WHERE extname = 'pg_cron'`).Scan(&cron))
-	return fmt.Sprintf("PostgreSQL %s, pg_cron %s, %s", version, cron, bouncerVersion(t))
+	cron := "pg_cron's SQL-only stand-in (the npm server has no pg_cron)"
+	if !fakeCron {
+		require.NoError(t, super.QueryRow(ctx, `SELECT 'pg_cron ' || extversion FROM pg_extension WHERE extname = 'pg_cron'`).Scan(&cron))
+	}
+	return fmt.Sprintf("PostgreSQL %s with %s and %s", version, cron, bouncerVersion(t))
 }
 
 // env returns a function's environment for a stage: the template's, as
