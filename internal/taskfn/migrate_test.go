@@ -3,10 +3,13 @@ package taskfn
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -82,4 +85,21 @@ func TestVersionOf(t *testing.T) {
 	require.Equal(t, int64(6), versionOf("00006_task_activity.sql"))
 	require.Equal(t, int64(3), versionOf("pgstore/0003_hot_path_functions.sql"))
 	require.Equal(t, int64(0), versionOf("README.md"))
+}
+
+// TestConnectPatiently: an unreachable database is tried again until the
+// context ends, and the error says so.
+func TestConnectPatiently(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close() // refused from now on
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	cfg := dbpool.Config{Auth: dbpool.AuthURL, URL: fmt.Sprintf("postgres://x@127.0.0.1:%d/db?sslmode=disable&connect_timeout=1", port),
+		ConnectTimeout: time.Second}
+	_, err = connectPatiently(ctx, cfg)
+	require.ErrorIs(t, err, dbpool.ErrUnreachable)
+	require.ErrorIs(t, err, context.DeadlineExceeded, "it kept trying until the context ended, not only once")
 }
