@@ -131,13 +131,40 @@ func (r *rig) rehearse(t *testing.T, a *pgtest.Aurora, fakeCron bool) string {
 		} else {
 			require.Equal(t, "0", reply.Data["Applied"], "a redeploy applies nothing new")
 		}
+		if st.name == "dev" {
+			// The server ends the app user's idle sessions (what lets a dev
+			// cluster pause while Lambda keeps environments frozen with open
+			// connections). Shortened here to a second, a warm function's
+			// pool must replace the connection the server closed.
+			_, err := super.Exec(ctx, `ALTER ROLE `+appUser+` IN DATABASE `+database+` SET idle_session_timeout = '1s'`)
+			require.NoError(t, err)
+		}
 		fns := r.startFunctions(t, st)
 		if kept == "" {
 			kept = fns.create(t, "kept across the stage switches")
 		}
 		fns.exercise(t, kept)
+		if st.name == "dev" {
+			var closed int
+			for _, id := range []string{"GetTaskFunction", "ListTasksFunction"} {
+				f := map[string]string{"GetTaskFunction": "get-task.json", "ListTasksFunction": "list-tasks.json"}[id]
+				time.Sleep(1500 * time.Millisecond) // past the idle timeout
+				resp := fns.call(t, id, f, onTask(kept))
+				require.Equal(t, 200, resp.StatusCode, "%s after the server closed its idle session: %s", id, resp.Body)
+				closed++
+			}
+			require.Equal(t, 2, closed)
+			log, err := os.ReadFile(filepath.Join(a.Dir, "server.log"))
+			require.NoError(t, err)
+			require.Contains(t, string(log), "idle-session timeout", "the server did close the app user's idle sessions")
+		}
 		fns.stop()
 	}
+	var idle string
+	require.NoError(t, super.QueryRow(ctx, `SELECT array_to_string(s.setconfig, ',') FROM pg_db_role_setting s
+		JOIN pg_roles r ON r.oid = s.setrole JOIN pg_database d ON d.oid = s.setdatabase
+		WHERE r.rolname = $1 AND d.datname = $2`, appUser, database).Scan(&idle))
+	require.Equal(t, "idle_session_timeout=60000ms", idle, "the setup bounds the app user's idle sessions")
 
 	// The purge jobs, once, as pg_cron runs them.
 	runPurges(t, super)
