@@ -52,7 +52,7 @@ func functionDirs(t *testing.T) map[string]string {
 // code must find each of them, so that a scan that finds nothing fails.
 var agreedEnv = []string{
 	"DB_AUTH", "DATABASE_URL", "DB_HOST", "DB_PORT", "DB_NAME", "DB_USER", "AWS_REGION",
-	"DB_MAX_CONNS", "DB_TLS_CA", "DB_CONNECT_TIMEOUT", "IDEMPOTENCY_STORE", "REDIS_URL", "IDEMPOTENCY_TTL", "LOG_LEVEL",
+	"DB_MAX_CONNS", "DB_TLS_CA", "DB_CONNECT_TIMEOUT", "IDEMPOTENCY_STORE", "REDIS_URL", "IDEMPOTENCY_TABLE", "IDEMPOTENCY_TTL", "LOG_LEVEL",
 	"DB_SETUP_MIGRATE_USER", "DB_SETUP_APP_USER",
 }
 
@@ -867,7 +867,7 @@ func TestRedisIsOptional(t *testing.T) {
 	t.Parallel()
 	param, _ := projectTemplate(t).Section("Parameters")["IdempotencyStore"].(map[string]any)
 	require.Equal(t, "postgres", param["Default"])
-	require.ElementsMatch(t, []any{"postgres", "redis"}, param["AllowedValues"])
+	require.ElementsMatch(t, []any{"postgres", "redis", "dynamodb"}, param["AllowedValues"])
 	forEachProfile(t, func(t *testing.T, tpl *samtemplate.Template, p map[string]string) {
 		caches := tpl.ResourceIDs("AWS::ElastiCache::ServerlessCache")
 		if p["IdempotencyStore"] != "redis" {
@@ -878,7 +878,7 @@ func TestRedisIsOptional(t *testing.T) {
 				}
 			}
 			for _, fn := range tpl.Functions() {
-				require.Equal(t, "postgres", fn.Environment["IDEMPOTENCY_STORE"], fn.LogicalID)
+				require.Equal(t, p["IdempotencyStore"], fn.Environment["IDEMPOTENCY_STORE"], fn.LogicalID)
 				require.Equal(t, "", fn.EnvironmentRaw["REDIS_URL"], fn.LogicalID)
 			}
 			return
