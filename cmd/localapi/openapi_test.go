@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"go/ast"
@@ -460,6 +461,10 @@ func TestOpenAPIResponses(t *testing.T) {
 	alice := mustToken(t, localapi.TokenOptions{Subject: uuid.NewString()})
 	bob := mustToken(t, localapi.TokenOptions{Subject: uuid.NewString()})
 	auth0 := mustToken(t, localapi.TokenOptions{Subject: "auth0|" + uuid.NewString()})
+	// A token the gateway accepts but that names no subject: the functions
+	// answer it unauthenticated.
+	noSub := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"HS256","typ":"JWT"}`)) + "." +
+		base64.RawURLEncoding.EncodeToString([]byte(`{"username":"alice","exp":`+strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10)+`}`)) + ".c2ln"
 	expired := mustToken(t, localapi.TokenOptions{Subject: uuid.NewString(), TTL: time.Hour, Now: time.Now().Add(-2 * time.Hour)})
 	const (
 		post   = "POST /tasks"
@@ -546,11 +551,13 @@ func TestOpenAPIResponses(t *testing.T) {
 	x.send(call{route: patch, path: "/tasks/" + id, token: alice, key: patchKey, body: `{"status":"todo"}`, status: 422, code: idempotency.CodeKeyReused})
 	x.send(call{route: remove, path: "/tasks/" + id, token: alice, key: goneKey, status: 422, code: idempotency.CodeKeyReused})
 
-	// Tokens: none or expired is the gateway's own 401.
+	// Tokens: none or expired is the gateway's own 401; one without a
+	// subject reaches the functions, which answer unauthenticated.
 	for _, route := range everyRoute {
 		path := pathOf(route)
 		x.send(call{route: route, path: path, key: keyFor(route), body: bodyOf(route), status: 401, gateway: true, request: requestInvalid})
 		x.send(call{route: route, path: path, token: expired, key: keyFor(route), body: bodyOf(route), status: 401, gateway: true})
+		x.send(call{route: route, path: path, token: noSub, key: keyFor(route), body: bodyOf(route), status: 401, code: idempotency.CodeUnauthenticated})
 	}
 
 	// A subject that is not a UUID (Auth0's) is a user of its own: it
@@ -614,7 +621,9 @@ func TestOpenAPIResponses(t *testing.T) {
 		x.send(cl)
 	}
 
-	// The idempotency store fails: mutations answer 503 and nothing runs.
+	// The idempotency store refuses for good (its table is gone): mutations
+	// answer 500 idempotency_store_misconfigured, without Retry-After, and
+	// nothing runs.
 	rename := func(from, to string) {
 		_, err := srv.db.Pool.Exec(ctx, "ALTER TABLE "+from+" RENAME TO "+to)
 		require.NoError(t, err)
@@ -627,8 +636,8 @@ func TestOpenAPIResponses(t *testing.T) {
 	}
 	rename("idempotency_keys", "idempotency_keys_away")
 	for _, route := range mutations {
-		a := x.send(call{route: route, path: existing(route), token: alice, key: uuid.NewString(), body: bodyOf(route), status: 503, code: idempotency.CodeStoreUnavailable, request: requestValid})
-		require.Equal(t, "1", a.header.Get("Retry-After"))
+		a := x.send(call{route: route, path: existing(route), token: alice, key: uuid.NewString(), body: bodyOf(route), status: 500, code: idempotency.CodeStoreMisconfigured, request: requestValid})
+		require.Empty(t, a.header.Get("Retry-After"))
 	}
 	rename("idempotency_keys_away", "idempotency_keys")
 	// The database fails: every route answers 503 service_unavailable.
