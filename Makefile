@@ -30,11 +30,13 @@ db-stop: ## Stop the private PostgreSQL
 	@$(GO) run ./cmd/devdb stop
 
 .PHONY: test
-test: deps lint ## Lint, then run every test against real servers and stop them
+test: deps lint verify ## Lint, model-check, then run every test against real servers and stop them
 	@mkdir -p $(LOCAL)
+	@rm -f $(LOCAL)/rehearse.txt
 	@$(GO) run ./cmd/devdb url >/dev/null
 	@set -o pipefail; \
 	  $(GO) test $(GOTESTFLAGS) -count=1 -timeout 14m ./... 2>&1 | tee $(LOCAL)/test.log; status=$$?; \
+	  cat $(LOCAL)/rehearse.txt 2>/dev/null; \
 	  $(GO) run ./cmd/devdb stop; \
 	  $(MAKE) --no-print-directory test-stop-extra; \
 	  exit $$status

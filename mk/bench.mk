@@ -8,6 +8,8 @@
 # and fixes the durability settings it compares (fsync, synchronous_commit
 # on), puts a few GB of keys in, and must not be stopped halfway by a
 # concurrent `make test`. Redis: a private redis-server (internal/redistest).
+# DynamoDB: a private moto_server (internal/dynamotest), for the requests and
+# capacity of the DynamoDB store, never for its latency.
 
 BENCHFLAGS ?=
 

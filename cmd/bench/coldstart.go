@@ -289,7 +289,7 @@ func cleanEnv() []string {
 		name, _, _ := strings.Cut(kv, "=")
 		switch name {
 		case "DB_AUTH", "DATABASE_URL", "DB_HOST", "DB_PORT", "DB_NAME", "DB_USER", "DB_MAX_CONNS",
-			"IDEMPOTENCY_STORE", "REDIS_URL", "IDEMPOTENCY_TTL", "LOG_LEVEL", "AWS_LAMBDA_RUNTIME_API":
+			"IDEMPOTENCY_STORE", "REDIS_URL", "IDEMPOTENCY_TABLE", "IDEMPOTENCY_TTL", "LOG_LEVEL", "AWS_LAMBDA_RUNTIME_API":
 			continue
 		}
 		env = append(env, kv)

@@ -13,7 +13,7 @@
 //
 // Usage:
 //
-//	go run ./cmd/bench [-quick] [-out dir] [-only fingerprint,floor,hotpath,delay,durability,e2e,coldstart,growth]
+//	go run ./cmd/bench [-quick] [-out dir] [-only fingerprint,floor,beyond,hotpath,delay,durability,e2e,coldstart,dynamodb,growth]
 //
 // A quick run (short loops, small tables) checks the harness end to end and
 // writes to .local/bench/ unless -out says otherwise, so that its numbers
@@ -22,8 +22,10 @@
 // PostgreSQL: with -database-url (default $DATABASE_URL) the bench works in
 // a schema of its own there and drops it at the end; otherwise it starts a
 // private cluster of its own (fsync and synchronous_commit on) and removes
-// it at the end. Redis: a private redis-server (package redistest). The
-// cold start uses aws-lambda-rie (-rie, else $PATH and $GOBIN).
+// it at the end. Redis: a private redis-server (package redistest).
+// DynamoDB: a private moto_server (package dynamotest), for requests and
+// capacity, never for latency. The cold start uses aws-lambda-rie (-rie,
+// else $PATH and $GOBIN).
 package main
 
 import (
@@ -69,7 +71,7 @@ type config struct {
 }
 
 // sections in the order they run. growth runs last: it fills the table.
-var sections = []string{"fingerprint", "floor", "hotpath", "delay", "durability", "e2e", "coldstart", "growth"}
+var sections = []string{"fingerprint", "floor", "beyond", "hotpath", "delay", "durability", "e2e", "coldstart", "dynamodb", "growth"}
 
 func main() {
 	log.SetFlags(log.Ltime)
@@ -278,6 +280,8 @@ func (b *bench) section(ctx context.Context, name string) error {
 		return b.fingerprint()
 	case "floor":
 		return b.floor(ctx)
+	case "beyond":
+		return b.beyond(ctx)
 	case "hotpath":
 		return b.hotPath(ctx)
 	case "delay":
@@ -288,6 +292,8 @@ func (b *bench) section(ctx context.Context, name string) error {
 		return b.endToEnd(ctx)
 	case "coldstart":
 		return b.coldStart(ctx)
+	case "dynamodb":
+		return b.dynamoDB(ctx)
 	case "growth":
 		return b.growth(ctx)
 	}

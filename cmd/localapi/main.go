@@ -18,8 +18,9 @@
 // stops the PostgreSQL server if it started it.
 //
 // The functions get DB_AUTH=url and that DATABASE_URL; every other variable
-// they read (IDEMPOTENCY_STORE, REDIS_URL, IDEMPOTENCY_TTL, LOG_LEVEL,
-// DB_MAX_CONNS) comes from this command's environment.
+// they read (IDEMPOTENCY_STORE, REDIS_URL, IDEMPOTENCY_TABLE, IDEMPOTENCY_TTL,
+// LOG_LEVEL, DB_MAX_CONNS, and the AWS SDK's for DynamoDB) comes from this
+// command's environment.
 package main
 
 import (

@@ -621,9 +621,9 @@ func TestOpenAPIResponses(t *testing.T) {
 		x.send(cl)
 	}
 
-	// The idempotency store refuses for good (its table is gone): mutations
-	// answer 500 idempotency_store_misconfigured, without Retry-After, and
-	// nothing runs.
+	// The idempotency store's table is missing: mutations answer 500
+	// idempotency_store_misconfigured, without Retry-After (no retry can
+	// help), and nothing runs.
 	rename := func(from, to string) {
 		_, err := srv.db.Pool.Exec(ctx, "ALTER TABLE "+from+" RENAME TO "+to)
 		require.NoError(t, err)

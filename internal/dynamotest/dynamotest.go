@@ -26,6 +26,7 @@
 package dynamotest
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -423,4 +424,33 @@ func FindServer() (string, error) {
 		}
 	}
 	return "", fmt.Errorf("%w: install it with %s, or set %s to a DynamoDB endpoint", ErrMissing, InstallHint, EnvEndpoint)
+}
+
+// Version returns moto's version, read through the Python interpreter that
+// runs moto_server (its script's first line), or an error when it cannot be
+// told.
+func Version() (string, error) {
+	bin, err := FindServer()
+	if err != nil {
+		return "", err
+	}
+	if resolved, err := exec.Command("pyenv", "which", "moto_server").Output(); err == nil && strings.Contains(bin, "shims") {
+		bin = strings.TrimSpace(string(resolved))
+	}
+	f, err := os.Open(bin)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	line, _ := bufio.NewReader(f).ReadString('\n')
+	python, ok := strings.CutPrefix(strings.TrimSpace(line), "#!")
+	if !ok || !strings.Contains(python, "python") {
+		return "", fmt.Errorf("dynamotest: %s is not a Python script", bin)
+	}
+	args := strings.Fields(python)
+	out, err := exec.Command(args[0], append(args[1:], "-c", "import moto; print(moto.__version__)")...).Output()
+	if err != nil {
+		return "", fmt.Errorf("dynamotest: reading moto's version: %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
 }

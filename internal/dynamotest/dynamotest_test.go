@@ -263,3 +263,10 @@ func TestConsumedCapacityIsReported(t *testing.T) {
 	require.NotNil(t, out.ConsumedCapacity)
 	require.Positive(t, aws.ToFloat64(out.ConsumedCapacity.CapacityUnits))
 }
+
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	v, err := dynamotest.Version()
+	require.NoError(t, err)
+	require.Regexp(t, `^5\.`, v, "moto 5 is what the tests were written against")
+}

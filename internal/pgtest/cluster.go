@@ -54,6 +54,13 @@ type Options struct {
 	// SkipInit starts an existing data directory as it is (for example one
 	// made by pg_basebackup).
 	SkipInit bool
+	// Bin is the directory of the server programs (initdb, pg_ctl,
+	// postgres) to use instead of Debian's PostgreSQL 15, for example
+	// InstallPG16's. pg_cron is then not checked for.
+	Bin string
+	// Env is added to the environment of the server programs, for example
+	// the LD_LIBRARY_PATH that InstallPG16 returns.
+	Env []string
 }
 
 // Cluster is a running private PostgreSQL server.
@@ -65,6 +72,7 @@ type Cluster struct {
 	// Database is the database created for the project.
 	Database string
 	bin      string
+	env      []string
 }
 
 // URL returns a connection URL for the superuser "postgres" on database db
@@ -81,9 +89,11 @@ func (c *Cluster) Bin(name string) string { return filepath.Join(c.bin, name) }
 
 // StartCluster creates (initdb) and starts a cluster as opts describe.
 func StartCluster(ctx context.Context, opts Options) (*Cluster, error) {
-	bin, err := EnsureInstalled(ctx)
-	if err != nil {
-		return nil, err
+	bin, err := opts.Bin, error(nil)
+	if bin == "" {
+		if bin, err = EnsureInstalled(ctx); err != nil {
+			return nil, err
+		}
 	}
 	if opts.Dir == "" {
 		return nil, errors.New("pgtest: Options.Dir is required")
@@ -96,7 +106,7 @@ func StartCluster(ctx context.Context, opts Options) (*Cluster, error) {
 			return nil, err
 		}
 	}
-	c := &Cluster{Dir: opts.Dir, Port: opts.Port, Database: opts.Database, bin: bin}
+	c := &Cluster{Dir: opts.Dir, Port: opts.Port, Database: opts.Database, bin: bin, env: opts.Env}
 	if !opts.SkipInit {
 		if err := c.initdb(ctx, opts); err != nil {
 			return nil, err
@@ -269,6 +279,9 @@ func (c *Cluster) psql(ctx context.Context, db, sql string) error {
 func (c *Cluster) run(ctx context.Context, name string, args ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = os.TempDir()
+	if len(c.env) > 0 && filepath.Dir(name) == c.bin {
+		cmd.Env = append(os.Environ(), c.env...)
+	}
 	if cred, err := serverCredential(); err != nil {
 		return nil, err
 	} else if cred != nil {

@@ -52,7 +52,8 @@ func functionDirs(t *testing.T) map[string]string {
 // code must find each of them, so that a scan that finds nothing fails.
 var agreedEnv = []string{
 	"DB_AUTH", "DATABASE_URL", "DB_HOST", "DB_PORT", "DB_NAME", "DB_USER", "AWS_REGION",
-	"DB_MAX_CONNS", "DB_TLS_CA", "DB_CONNECT_TIMEOUT", "IDEMPOTENCY_STORE", "REDIS_URL", "IDEMPOTENCY_TTL", "LOG_LEVEL",
+	"DB_MAX_CONNS", "DB_TLS_CA", "DB_CONNECT_TIMEOUT", "IDEMPOTENCY_STORE", "REDIS_URL", "IDEMPOTENCY_TABLE", "IDEMPOTENCY_TTL", "LOG_LEVEL",
+	"DB_SETUP_MIGRATE_USER", "DB_SETUP_APP_USER",
 }
 
 // refusedEnv lists variables the code reads only to refuse a deployed
@@ -519,11 +520,13 @@ func ref(v any) string {
 
 // The functions reach the writer as the database user their DB_USER names,
 // over TLS checked against the CAs their DB_TLS_CA names, and their IAM
-// policy allows exactly that: rds-db:connect on dbuser:<id>/<that user>.
-// With Stage=prod they go through the proxy (<id> is its prx- id); the proxy
-// requires TLS and IAM and holds a secret for that user. With Stage=dev they
-// go straight to the cluster's writer endpoint (<id> is its resource id),
-// which has IAM database authentication on.
+// policy allows exactly that: rds-db:connect on dbuser:<id>/<that user> (and,
+// for MigrateFunction, its migrate user too). With Stage=prod they go
+// through the proxy (<id> is its prx- id), which requires TLS and logs in to
+// the cluster with IAM itself (end-to-end IAM: no secret); with Stage=dev
+// they go straight to the cluster's writer endpoint (<id> is its resource
+// id). No user has a password: the master user is an IAM user, and the
+// template holds no secret at all.
 func TestDatabaseAccessIsConsistent(t *testing.T) {
 	t.Parallel()
 	forEachProfile(t, func(t *testing.T, tpl *samtemplate.Template, p map[string]string) {
@@ -532,26 +535,28 @@ func TestDatabaseAccessIsConsistent(t *testing.T) {
 		clusterID := clusters[0]
 		cluster := tpl.Resources[clusterID].Properties
 		proxies := tpl.ResourceIDs("AWS::RDS::DBProxy")
+		require.Equal(t, true, cluster["EnableIAMDatabaseAuthentication"], "IAM database authentication, with either stage")
+		require.Equal(t, "iam-db-auth", cluster["MasterUserAuthenticationType"], "the master user logs in with IAM")
+		require.NotContains(t, cluster, "MasterUserPassword")
+		require.NotContains(t, cluster, "ManageMasterUserPassword")
+		require.Equal(t, false, cluster["EnableHttpEndpoint"], "the Data API needs a password login, which no user has")
+		require.Empty(t, tpl.ResourceIDs("AWS::SecretsManager::Secret"), "no secret: no user has a password")
+		require.Equal(t, "DatabaseMasterUser", ref(cluster["MasterUsername"]))
 
 		var (
 			host       [2]string // the GetAtt DB_HOST must be
 			ca         string    // the DB_TLS_CA it must be
 			idOf       [2]string // the GetAtt the rds-db:connect id comes from
 			idSelected bool      // the id is the last field of that attribute
-			users      map[string]bool
 		)
 		if p["Stage"] == "dev" {
 			require.Empty(t, proxies, "Stage=dev deploys no RDS Proxy")
-			require.Equal(t, true, cluster["EnableIAMDatabaseAuthentication"], "IAM authentication straight to the cluster")
 			host, ca, idOf = [2]string{clusterID, "Endpoint.Address"}, dbpool.CARDS, [2]string{clusterID, "DBClusterResourceId"}
-			users = nil // rds_iam is granted in the database (docs/deploy.md)
 		} else {
 			require.Len(t, proxies, 1)
-			require.Equal(t, false, cluster["EnableIAMDatabaseAuthentication"],
-				"behind the proxy the database sees password logins; rds_iam would lock the proxy out")
 			proxyID := proxies[0]
+			checkProxy(t, tpl, proxyID, clusterID)
 			host, ca, idOf, idSelected = [2]string{proxyID, "Endpoint"}, dbpool.CASystem, [2]string{proxyID, "DBProxyArn"}, true
-			users = proxyUsers(t, tpl, proxyID)
 		}
 
 		arnPattern := regexp.MustCompile(`^arn:\$\{AWS::Partition\}:rds-db:\$\{AWS::Region\}:\$\{AWS::AccountId\}:dbuser:\$\{(\w+)\}/\$\{(\w+)\}$`)
@@ -559,8 +564,14 @@ func TestDatabaseAccessIsConsistent(t *testing.T) {
 			user := ref(fn.EnvironmentRaw["DB_USER"])
 			require.NotEmpty(t, user, "%s: DB_USER must be a !Ref to a parameter", fn.LogicalID)
 			require.Contains(t, tpl.Section("Parameters"), user, fn.LogicalID)
-			if users != nil {
-				require.True(t, users[user], "%s connects as %s, which has no secret in the proxy's Auth list", fn.LogicalID, user)
+			wantUsers := []string{user}
+			if fn.LogicalID == "MigrateFunction" {
+				require.Equal(t, "DatabaseMasterUser", user, "the setup connects as the master user first")
+				require.Equal(t, "DatabaseMigrateUser", ref(fn.EnvironmentRaw["DB_SETUP_MIGRATE_USER"]))
+				require.Equal(t, "DatabaseAppUser", ref(fn.EnvironmentRaw["DB_SETUP_APP_USER"]))
+				wantUsers = append(wantUsers, "DatabaseMigrateUser")
+			} else {
+				require.Equal(t, "DatabaseAppUser", user, "%s: the task functions connect as the app user", fn.LogicalID)
 			}
 			r, a := getAtt(fn.EnvironmentRaw["DB_HOST"])
 			require.Equal(t, host, [2]string{r, a}, "%s: DB_HOST", fn.LogicalID)
@@ -573,81 +584,62 @@ func TestDatabaseAccessIsConsistent(t *testing.T) {
 					connects = append(connects, stmt["Resource"])
 				}
 			}
-			require.Len(t, connects, 1, "%s: exactly one rds-db:connect resource", fn.LogicalID)
-			sub, _ := connects[0].(map[string]any)["Fn::Sub"].([]any)
-			require.Len(t, sub, 2, "%s: rds-db:connect resource must be a !Sub [pattern, vars]", fn.LogicalID)
-			m := arnPattern.FindStringSubmatch(str(sub[0]))
-			require.NotNil(t, m, "%s: rds-db:connect resource %q", fn.LogicalID, sub[0])
-			require.Equal(t, user, m[2], "%s: rds-db:connect names another user than DB_USER", fn.LogicalID)
-			id := sub[1].(map[string]any)[m[1]]
-			if idSelected {
-				sel, _ := id.(map[string]any)["Fn::Select"].([]any)
-				require.Len(t, sel, 2, "%s: the prx- id must be !Select [6, !Split [\":\", !GetAtt Proxy.DBProxyArn]]", fn.LogicalID)
-				require.EqualValues(t, 6, sel[0])
-				split, _ := sel[1].(map[string]any)["Fn::Split"].([]any)
-				require.Len(t, split, 2)
-				require.Equal(t, ":", split[0])
-				id = split[1]
+			require.Len(t, connects, len(wantUsers), "%s: one rds-db:connect resource per database user", fn.LogicalID)
+			var gotUsers []string
+			for _, c := range connects {
+				sub, _ := c.(map[string]any)["Fn::Sub"].([]any)
+				require.Len(t, sub, 2, "%s: rds-db:connect resource must be a !Sub [pattern, vars]", fn.LogicalID)
+				m := arnPattern.FindStringSubmatch(str(sub[0]))
+				require.NotNil(t, m, "%s: rds-db:connect resource %q", fn.LogicalID, sub[0])
+				gotUsers = append(gotUsers, m[2])
+				id := sub[1].(map[string]any)[m[1]]
+				if idSelected {
+					sel, _ := id.(map[string]any)["Fn::Select"].([]any)
+					require.Len(t, sel, 2, "%s: the prx- id must be !Select [6, !Split [\":\", !GetAtt Proxy.DBProxyArn]]", fn.LogicalID)
+					require.EqualValues(t, 6, sel[0])
+					split, _ := sel[1].(map[string]any)["Fn::Split"].([]any)
+					require.Len(t, split, 2)
+					require.Equal(t, ":", split[0])
+					id = split[1]
+				}
+				r, a = getAtt(id)
+				require.Equal(t, idOf, [2]string{r, a}, "%s: the id in rds-db:connect", fn.LogicalID)
 			}
-			r, a = getAtt(id)
-			require.Equal(t, idOf, [2]string{r, a}, "%s: the id in rds-db:connect", fn.LogicalID)
-		}
-		require.Equal(t, "DatabaseAppUser", ref(functionByID(t, tpl, "CreateTaskFunction").EnvironmentRaw["DB_USER"]))
-		migrator := ref(functionByID(t, tpl, "MigrateFunction").EnvironmentRaw["DB_USER"])
-		if p["Stage"] == "dev" {
-			// The master user keeps its password for the RDS Data API: a
-			// user granted rds_iam can no longer log in with one.
-			require.Equal(t, "DatabaseMigrateUser", migrator)
-			require.Equal(t, "DatabaseMasterUser", ref(cluster["MasterUsername"]))
-		} else {
-			require.Equal(t, "DatabaseMasterUser", migrator)
+			require.ElementsMatch(t, wantUsers, gotUsers, "%s: rds-db:connect names exactly its database users", fn.LogicalID)
 		}
 	})
 }
 
-// proxyUsers checks the proxy (TLS and IAM required, its own role reading
-// exactly its secrets) and returns the database users it can log in as:
-// the parameters its secrets' usernames name.
-func proxyUsers(t *testing.T, tpl *samtemplate.Template, proxyID string) map[string]bool {
+// checkProxy checks the proxy: TLS required, end-to-end IAM (no Auth list,
+// no secret), its own role allowed rds-db:connect on the cluster as exactly
+// the three database users, and only RDS acting for this account may
+// assume that role.
+func checkProxy(t *testing.T, tpl *samtemplate.Template, proxyID, clusterID string) {
 	t.Helper()
 	proxy := tpl.Resources[proxyID].Properties
 	require.Equal(t, true, proxy["RequireTLS"], "RequireTLS")
 	require.Equal(t, "POSTGRESQL", proxy["EngineFamily"])
+	require.Equal(t, "IAM_AUTH", proxy["DefaultAuthScheme"], "end-to-end IAM authentication")
+	require.NotContains(t, proxy, "Auth", "no secret-based login")
 	role, _ := getAtt(proxy["RoleArn"])
 	require.Equal(t, "AWS::IAM::Role", tpl.Resources[role].Type, "the proxy's own role")
 
-	users := map[string]bool{}
-	auth, _ := proxy["Auth"].([]any)
-	require.NotEmpty(t, auth)
-	var authSecrets []string
-	for _, a := range auth {
-		am := a.(map[string]any)
-		require.Equal(t, "REQUIRED", am["IAMAuth"], "every proxy Auth entry requires IAM")
-		secret := tpl.Resources[ref(am["SecretArn"])]
-		require.Equal(t, "AWS::SecretsManager::Secret", secret.Type, "proxy Auth SecretArn")
-		gen, _ := secret.Properties["GenerateSecretString"].(map[string]any)
-		tmplSub, _ := gen["SecretStringTemplate"].(map[string]any)
-		m := regexp.MustCompile(`"username":\s*"\$\{(\w+)\}"`).FindStringSubmatch(str(tmplSub["Fn::Sub"]))
-		require.NotNil(t, m, "secret %s: SecretStringTemplate must name its user from a parameter", ref(am["SecretArn"]))
-		users[m[1]] = true
-		authSecrets = append(authSecrets, ref(am["SecretArn"]))
-	}
-
-	// The proxy's role reads exactly the secrets of its Auth list, and only
-	// RDS acting for this account may assume it.
-	var readable []string
+	var users []string
 	policies, _ := tpl.Resources[role].Properties["Policies"].([]any)
 	for _, p := range policies {
 		doc, _ := p.(map[string]any)["PolicyDocument"].(map[string]any)
 		for _, st := range anySlice(doc["Statement"]) {
 			stmt, _ := st.(map[string]any)
-			require.Equal(t, "secretsmanager:GetSecretValue", stmt["Action"], "the proxy role's only permission")
+			require.Equal(t, "rds-db:connect", stmt["Action"], "the proxy role's only permission")
 			for _, r := range anySlice(stmt["Resource"]) {
-				readable = append(readable, ref(r))
+				sub := str(r.(map[string]any)["Fn::Sub"])
+				m := regexp.MustCompile(`^arn:\$\{AWS::Partition\}:rds-db:\$\{AWS::Region\}:\$\{AWS::AccountId\}:dbuser:\$\{` + clusterID + `\.DBClusterResourceId\}/\$\{(\w+)\}$`).FindStringSubmatch(sub)
+				require.NotNil(t, m, "the proxy role connects to this cluster: %q", sub)
+				users = append(users, m[1])
 			}
 		}
 	}
-	require.ElementsMatch(t, authSecrets, readable, "the proxy role reads exactly the proxy's secrets")
+	require.ElementsMatch(t, []string{"DatabaseAppUser", "DatabaseMigrateUser", "DatabaseMasterUser"}, users, "the proxy logs in as exactly the three users")
 	trust, _ := tpl.Resources[role].Properties["AssumeRolePolicyDocument"].(map[string]any)
 	for _, st := range anySlice(trust["Statement"]) {
 		stmt, _ := st.(map[string]any)
@@ -656,7 +648,6 @@ func proxyUsers(t *testing.T, tpl *samtemplate.Template, proxyID string) map[str
 		eq, _ := cond["StringEquals"].(map[string]any)
 		require.Equal(t, map[string]any{"Ref": "AWS::AccountId"}, eq["aws:SourceAccount"], "the proxy role's trust names this account")
 	}
-	return users
 }
 
 func anySlice(v any) []any {
@@ -717,6 +708,7 @@ func TestClusterPreloadsPgCron(t *testing.T) {
 			libs[i] = strings.TrimSpace(libs[i])
 		}
 		require.Contains(t, libs, "pg_cron", "shared_preload_libraries")
+		require.Contains(t, libs, "pg_stat_statements", "shared_preload_libraries keeps the family's default")
 
 		dbName := ref(cluster["DatabaseName"])
 		require.NotEmpty(t, dbName, "the cluster's DatabaseName must be a !Ref to a parameter")
@@ -743,7 +735,12 @@ func TestStageProfiles(t *testing.T) {
 	require.Equal(t, "prod", param["Default"], "the default is the mission's shape")
 	require.ElementsMatch(t, []any{"prod", "dev"}, param["AllowedValues"])
 	maxCap, _ := projectTemplate(t).Section("Parameters")["MaxCapacity"].(map[string]any)
-	require.NotNil(t, maxCap["MaxValue"], "MaxCapacity is bounded")
+	require.NotEmpty(t, maxCap["AllowedValues"], "MaxCapacity is bounded")
+	for _, v := range anySlice(maxCap["AllowedValues"]) {
+		f, err := strconv.ParseFloat(fmt.Sprint(v), 64)
+		require.NoError(t, err)
+		require.LessOrEqual(t, f, 16.0, "MaxCapacity at most 16")
+	}
 
 	forEachProfile(t, func(t *testing.T, tpl *samtemplate.Template, p map[string]string) {
 		cluster := tpl.Resources[tpl.ResourceIDs("AWS::RDS::DBCluster")[0]]
@@ -870,7 +867,7 @@ func TestRedisIsOptional(t *testing.T) {
 	t.Parallel()
 	param, _ := projectTemplate(t).Section("Parameters")["IdempotencyStore"].(map[string]any)
 	require.Equal(t, "postgres", param["Default"])
-	require.ElementsMatch(t, []any{"postgres", "redis"}, param["AllowedValues"])
+	require.ElementsMatch(t, []any{"postgres", "redis", "dynamodb"}, param["AllowedValues"])
 	forEachProfile(t, func(t *testing.T, tpl *samtemplate.Template, p map[string]string) {
 		caches := tpl.ResourceIDs("AWS::ElastiCache::ServerlessCache")
 		if p["IdempotencyStore"] != "redis" {
@@ -881,7 +878,7 @@ func TestRedisIsOptional(t *testing.T) {
 				}
 			}
 			for _, fn := range tpl.Functions() {
-				require.Equal(t, "postgres", fn.Environment["IDEMPOTENCY_STORE"], fn.LogicalID)
+				require.Equal(t, p["IdempotencyStore"], fn.Environment["IDEMPOTENCY_STORE"], fn.LogicalID)
 				require.Equal(t, "", fn.EnvironmentRaw["REDIS_URL"], fn.LogicalID)
 			}
 			return
@@ -904,9 +901,10 @@ func TestOutputs(t *testing.T) {
 	t.Parallel()
 	forEachProfile(t, func(t *testing.T, tpl *samtemplate.Template, p map[string]string) {
 		outputs := tpl.Section("Outputs")
-		want := []string{"ApiUrl", "ClusterEndpoint", "UserPoolId", "UserPoolClientId", "MigrateFunctionName", "ClusterArn", "MasterSecretArn"}
+		want := []string{"ApiUrl", "ClusterEndpoint", "UserPoolId", "UserPoolClientId", "MigrateFunctionName", "ClusterArn",
+			"DatabaseVersion", "TaskEventsQueueUrl", "TaskEventsDeadLetterQueueUrl"}
 		if p["Stage"] != "dev" {
-			want = append(want, "ProxyEndpoint", "AppUserSecretArn")
+			want = append(want, "ProxyEndpoint")
 		}
 		for _, name := range want {
 			require.Contains(t, outputs, name)

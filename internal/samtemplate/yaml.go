@@ -32,6 +32,13 @@ var shortForms = map[string]string{
 	"!Transform":    "Fn::Transform",
 	"!GetAtt":       "Fn::GetAtt",
 	"!Condition":    "Condition",
+	// The rule-specific functions of a template's Rules section.
+	"!Contains":         "Fn::Contains",
+	"!EachMemberEquals": "Fn::EachMemberEquals",
+	"!EachMemberIn":     "Fn::EachMemberIn",
+	"!RefAll":           "Fn::RefAll",
+	"!ValueOf":          "Fn::ValueOf",
+	"!ValueOfAll":       "Fn::ValueOfAll",
 }
 
 // decodeYAML turns a CloudFormation YAML document into plain Go values

@@ -39,6 +39,7 @@ func (e *ConfigError) Is(target error) bool { return target == ErrConfig }
 const (
 	StorePostgres = storeenv.Postgres
 	StoreRedis    = storeenv.Redis
+	StoreDynamoDB = storeenv.DynamoDB
 )
 
 // config is everything the functions read from the environment, read in
@@ -51,10 +52,11 @@ type config struct {
 }
 
 // readConfig reads and checks the environment: the database settings
-// (dbpool.ConfigFromEnv), IDEMPOTENCY_STORE (postgres or redis; defaults to
-// postgres), REDIS_URL (required with redis, and must be empty with
-// postgres so that a deployment never believes it uses Redis when it does
-// not), IDEMPOTENCY_TTL (a Go duration such as 24h; defaults to 24h) and
+// (dbpool.ConfigFromEnv), IDEMPOTENCY_STORE (postgres, redis or dynamodb;
+// defaults to postgres), REDIS_URL (required with redis, and must be empty
+// otherwise so that a deployment never believes it uses Redis when it does
+// not), IDEMPOTENCY_TABLE (likewise with dynamodb; package storeenv checks
+// these), IDEMPOTENCY_TTL (a Go duration such as 24h; defaults to 24h) and
 // LOG_LEVEL (debug, info, warn or error; defaults to info). Every problem is
 // reported, not only the first.
 func readConfig(getenv func(string) string) (config, error) {

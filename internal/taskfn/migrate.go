@@ -2,20 +2,34 @@ package taskfn
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"time"
 
+	"github.com/aws/aws-lambda-go/cfn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/ichido/ichido/internal/dbsetup"
 	"github.com/ichido/ichido/internal/migrate"
 	"github.com/ichido/ichido/pkg/dbpool"
 )
 
 // MigrationSummary is what the migrate function answers: the migrations it
 // applied (none when the database was up to date) and the version the
-// database is at afterwards.
+// database is at afterwards, and, when it prepared the users too, what that
+// did.
 type MigrationSummary struct {
 	// Applied lists the migrations applied by this run, oldest first.
 	Applied []AppliedMigration `json:"applied"`
 	// Version is the newest applied migration's version after the run.
 	Version int64 `json:"version"`
+	// Setup is what the database setup did; nil when the function only
+	// applied the migrations (DB_SETUP_MIGRATE_USER unset).
+	Setup *dbsetup.Summary `json:"setup,omitempty"`
 }
 
 // AppliedMigration is one migration applied by a run.
@@ -26,16 +40,24 @@ type AppliedMigration struct {
 	Name string `json:"name"`
 }
 
-// Migrator applies the embedded migrations to the database the environment
-// names. It holds no connection between runs: the migrate function is
-// invoked rarely, after a deploy.
+// Migrator prepares the database the environment names. It holds no
+// connection between runs: the migrate function runs once a deploy.
+//
+// With DB_SETUP_MIGRATE_USER and DB_SETUP_APP_USER set (the deployed
+// function), it runs the whole database setup (package dbsetup): DB_USER is
+// then the master user, and the setup connects as the migrate user too (in
+// iam mode with a token for that user, in url mode with DATABASE_URL's user
+// replaced). Unset (local runs), it applies the migrations as the user it
+// connects as.
 type Migrator struct {
-	db dbpool.Config
+	db    dbpool.Config
+	setup *dbsetup.Config
 }
 
 // NewMigrator reads the database settings (dbpool.ConfigFromEnv) through
 // getenv once, so that a wrong setting fails at cold start. Errors match
-// ErrConfig.
+// ErrConfig. The Migrator applies the migrations; WithSetup makes it run
+// the whole database setup.
 func NewMigrator(getenv func(string) string) (*Migrator, error) {
 	db, err := dbpool.ConfigFromEnv(getenv)
 	if err != nil {
@@ -44,9 +66,76 @@ func NewMigrator(getenv func(string) string) (*Migrator, error) {
 	return &Migrator{db: db}, nil
 }
 
-// Up connects, applies every pending migration (migrate.Up) and returns
-// what it applied. Applying twice is harmless: the second run applies none.
+// WithSetup returns a Migrator that runs the database setup (package
+// dbsetup) with migrateUser owning the objects and appUser for the task
+// functions; the configured user (DB_USER, or DATABASE_URL's) is the master
+// user. The migrate function reads the two names from DB_SETUP_MIGRATE_USER
+// and DB_SETUP_APP_USER; with both empty it returns m unchanged (migrations
+// only, as local runs do). Errors match ErrConfig.
+func (m *Migrator) WithSetup(migrateUser, appUser string) (*Migrator, error) {
+	migrateUser, appUser = strings.TrimSpace(migrateUser), strings.TrimSpace(appUser)
+	switch {
+	case migrateUser == "" && appUser == "":
+		return m, nil
+	case migrateUser == "" || appUser == "":
+		return nil, fmt.Errorf("%w: %w", ErrConfig, &ConfigError{"DB_SETUP_MIGRATE_USER", "and DB_SETUP_APP_USER must be set together (the database setup) or both left empty (migrations only)"})
+	}
+	master, dbName, err := whoAndWhere(m.db)
+	if err != nil {
+		return nil, err
+	}
+	out := *m
+	out.setup = &dbsetup.Config{Database: dbName, MasterUser: master, MigrateUser: migrateUser, AppUser: appUser}
+	return &out, nil
+}
+
+// whoAndWhere returns the user and the database the settings connect to.
+func whoAndWhere(db dbpool.Config) (user, database string, err error) {
+	if db.Auth == dbpool.AuthIAM {
+		return db.User, db.Database, nil
+	}
+	u, err := url.Parse(db.URL)
+	if err != nil || u.Scheme == "" || u.User == nil || u.User.Username() == "" {
+		return "", "", fmt.Errorf("%w: %w", ErrConfig, &ConfigError{"DATABASE_URL", "must be a postgres:// URL with a user name for the database setup"})
+	}
+	return u.User.Username(), strings.TrimPrefix(u.Path, "/"), nil
+}
+
+// as returns the settings with user in place of the configured one.
+func (m *Migrator) as(user string) dbpool.Config {
+	c := m.db
+	if c.Auth == dbpool.AuthIAM {
+		c.User = user
+		return c
+	}
+	u, _ := url.Parse(c.URL) // checked by NewMigrator
+	if pw, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(user, pw)
+	} else {
+		u.User = url.User(user)
+	}
+	c.URL = u.String()
+	return c
+}
+
+// Up runs the database setup (or, without DB_SETUP_MIGRATE_USER, applies
+// every pending migration as the configured user) and returns what it did.
+// Running it twice is harmless: the second run changes nothing.
 func (m *Migrator) Up(ctx context.Context) (MigrationSummary, error) {
+	if m.setup != nil {
+		connect := func(ctx context.Context, user string) (*pgxpool.Pool, error) {
+			return connectPatiently(ctx, m.as(user))
+		}
+		s, err := dbsetup.Apply(ctx, connect, *m.setup)
+		sum := MigrationSummary{Applied: make([]AppliedMigration, 0, len(s.Applied)), Version: s.Version, Setup: &s}
+		for _, name := range s.Applied {
+			sum.Applied = append(sum.Applied, AppliedMigration{Version: versionOf(name), Name: name})
+		}
+		if err != nil {
+			return sum, fmt.Errorf("taskfn: database setup: %w", err)
+		}
+		return sum, nil
+	}
 	pool, err := dbpool.New(ctx, m.db)
 	if err != nil {
 		return MigrationSummary{}, fmt.Errorf("taskfn: migrate: %w", err)
@@ -66,6 +155,41 @@ func (m *Migrator) Up(ctx context.Context) (MigrationSummary, error) {
 	return sum, nil
 }
 
+// connectRetry is how long the setup waits between connection attempts.
+const connectRetry = 2 * time.Second
+
+// connectPatiently connects as cfg says, trying again while the database
+// cannot be reached for now (dbpool.ErrUnreachable: a dev cluster resuming
+// from a pause, a proxy whose target is still registering), until ctx ends.
+// Any other failure is returned at once.
+func connectPatiently(ctx context.Context, cfg dbpool.Config) (*pgxpool.Pool, error) {
+	for {
+		pool, err := dbpool.New(ctx, cfg)
+		if err == nil || !errors.Is(err, dbpool.ErrUnreachable) {
+			return pool, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w (gave up: %w)", err, ctx.Err())
+		case <-time.After(connectRetry):
+		}
+	}
+}
+
+// versionOf reads the number a migration's file name starts with
+// ("pgstore/0003_x.sql" and "00006_x.sql" alike).
+func versionOf(name string) int64 {
+	name = name[strings.LastIndexByte(name, '/')+1:]
+	var v int64
+	for _, r := range name {
+		if r < '0' || r > '9' {
+			break
+		}
+		v = v*10 + int64(r-'0')
+	}
+	return v
+}
+
 // Migrate is NewMigrator(getenv) followed by Up.
 func Migrate(ctx context.Context, getenv func(string) string) (MigrationSummary, error) {
 	m, err := NewMigrator(getenv)
@@ -73,4 +197,117 @@ func Migrate(ctx context.Context, getenv func(string) string) (MigrationSummary,
 		return MigrationSummary{}, err
 	}
 	return m.Up(ctx)
+}
+
+// SetupResourceID is the physical id of the stack's DatabaseSetup custom
+// resource. It never changes, so that CloudFormation never asks to delete
+// the setup of a live stack.
+const SetupResourceID = "ichido-database-setup"
+
+// replyMargin is the part of the invocation's time kept to reply to
+// CloudFormation when the setup runs out of time.
+const replyMargin = 10 * time.Second
+
+// Handle serves one invocation of the migrate function. A CloudFormation
+// custom resource request (it has a RequestType and a ResponseURL) is
+// answered by a PUT of the outcome to the request's pre-signed S3 URL:
+// Create and Update run Up, and a failure fails the stack operation with
+// its reason; Delete changes nothing in the database (the data stays with
+// the cluster and its final snapshot). Any other event runs Up and returns
+// its summary, as `sam remote invoke` shows it.
+func (m *Migrator) Handle(ctx context.Context, event json.RawMessage) (any, error) {
+	var probe struct {
+		RequestType string `json:"RequestType"`
+		ResponseURL string `json:"ResponseURL"`
+	}
+	if json.Unmarshal(event, &probe) != nil || probe.RequestType == "" || probe.ResponseURL == "" {
+		return m.Up(ctx)
+	}
+	var req cfn.Event
+	if err := json.Unmarshal(event, &req); err != nil {
+		return nil, fmt.Errorf("taskfn: a CloudFormation request that does not decode: %w", err)
+	}
+	return nil, m.reply(ctx, req)
+}
+
+func (m *Migrator) reply(ctx context.Context, req cfn.Event) error {
+	resp := cfn.NewResponse(&req)
+	resp.PhysicalResourceID = SetupResourceID
+	var err error
+	switch req.RequestType {
+	case cfn.RequestCreate, cfn.RequestUpdate:
+		work := ctx
+		if deadline, ok := ctx.Deadline(); ok {
+			var cancel context.CancelFunc
+			work, cancel = context.WithDeadline(ctx, deadline.Add(-replyMargin))
+			defer cancel()
+		}
+		var sum MigrationSummary
+		sum, err = m.Up(work)
+		if err == nil {
+			resp.Data = map[string]any{"Version": fmt.Sprint(sum.Version), "Applied": fmt.Sprint(len(sum.Applied))}
+			if sum.Setup != nil {
+				resp.Data["Server"] = sum.Setup.Server
+			}
+		}
+	case cfn.RequestDelete:
+		// A stack that is deleted keeps its data in the final snapshot; a
+		// setup that is replaced has the same id and is never deleted.
+	default:
+		err = fmt.Errorf("unknown RequestType %q", req.RequestType)
+	}
+	if err != nil {
+		resp.Status = cfn.StatusFailed
+		resp.Reason = reason(err)
+	} else {
+		resp.Status = cfn.StatusSuccess
+	}
+	if sendErr := resp.Send(); sendErr != nil {
+		// Lambda retries a failed asynchronous invocation: the reply may get
+		// through next time.
+		return errors.Join(err, fmt.Errorf("taskfn: replying to CloudFormation: %w", sendErr))
+	}
+	if err != nil {
+		// Replied: the stack operation fails and rolls back. The invocation
+		// itself succeeds, so that Lambda does not run the setup again.
+		slog.Error("database setup failed", "requestType", req.RequestType, "error", err.Error())
+	} else {
+		slog.Info("database setup done", "requestType", req.RequestType, "data", resp.Data)
+	}
+	return nil
+}
+
+// reason is the failure CloudFormation shows in the stack's events: the
+// error's text, within the 4 KB a response may carry.
+func reason(err error) string {
+	s := err.Error()
+	if len(s) > 2000 {
+		s = s[:2000] + "… (the function's log has the rest)"
+	}
+	return s
+}
+
+// FailedStart returns the migrate function's handler for a function whose
+// settings are wrong (err, from NewMigrator): it answers a CloudFormation
+// request FAILED with err as the reason, so that the deploy fails at once
+// and rolls back instead of waiting for a reply that never comes, and
+// returns err for any other event.
+func FailedStart(err error) func(ctx context.Context, event json.RawMessage) (any, error) {
+	return func(ctx context.Context, event json.RawMessage) (any, error) {
+		var req cfn.Event
+		if json.Unmarshal(event, &req) != nil || req.RequestType == "" || req.ResponseURL == "" {
+			return nil, err
+		}
+		resp := cfn.NewResponse(&req)
+		resp.PhysicalResourceID = SetupResourceID
+		resp.Status, resp.Reason = cfn.StatusFailed, reason(err)
+		if req.RequestType == cfn.RequestDelete {
+			// Deleting needs no settings: let the stack go.
+			resp.Status, resp.Reason = cfn.StatusSuccess, ""
+		}
+		if sendErr := resp.Send(); sendErr != nil {
+			return nil, errors.Join(err, fmt.Errorf("taskfn: replying to CloudFormation: %w", sendErr))
+		}
+		return nil, nil
+	}
 }

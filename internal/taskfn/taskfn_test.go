@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -182,7 +183,11 @@ func TestBuildRejectsSettings(t *testing.T) {
 		{"url mode without URL", map[string]string{"DB_AUTH": "url"}, []string{"DATABASE_URL"}},
 		{"unknown auth", map[string]string{"DB_AUTH": "password", "DATABASE_URL": url}, []string{"DB_AUTH"}},
 		{"iam mode with a URL", map[string]string{"DB_AUTH": "iam", "DATABASE_URL": url, "DB_HOST": "proxy.example", "DB_NAME": "app", "DB_USER": "app", "AWS_REGION": "eu-west-1"}, []string{"DATABASE_URL"}},
-		{"unknown store", map[string]string{"DB_AUTH": "url", "DATABASE_URL": url, "IDEMPOTENCY_STORE": "dynamodb"}, []string{"IDEMPOTENCY_STORE"}},
+		{"unknown store", map[string]string{"DB_AUTH": "url", "DATABASE_URL": url, "IDEMPOTENCY_STORE": "mongodb"}, []string{"IDEMPOTENCY_STORE"}},
+		{"dynamodb without table", map[string]string{"DB_AUTH": "url", "DATABASE_URL": url, "IDEMPOTENCY_STORE": "dynamodb", "AWS_REGION": "eu-west-1"}, []string{"IDEMPOTENCY_TABLE"}},
+		{"dynamodb without region", map[string]string{"DB_AUTH": "url", "DATABASE_URL": url, "IDEMPOTENCY_STORE": "dynamodb", "IDEMPOTENCY_TABLE": "keys"}, []string{"AWS_REGION"}},
+		{"table with postgres store", map[string]string{"DB_AUTH": "url", "DATABASE_URL": url, "IDEMPOTENCY_TABLE": "keys"}, []string{"IDEMPOTENCY_TABLE", "IDEMPOTENCY_STORE"}},
+		{"redis URL with dynamodb store", map[string]string{"DB_AUTH": "url", "DATABASE_URL": url, "IDEMPOTENCY_STORE": "dynamodb", "IDEMPOTENCY_TABLE": "keys", "AWS_REGION": "eu-west-1", "REDIS_URL": "rediss://cache:6379"}, []string{"REDIS_URL", "dynamodb"}},
 		{"redis without URL", map[string]string{"DB_AUTH": "url", "DATABASE_URL": url, "IDEMPOTENCY_STORE": "redis"}, []string{"REDIS_URL"}},
 		{"redis URL with postgres store", map[string]string{"DB_AUTH": "url", "DATABASE_URL": url, "IDEMPOTENCY_STORE": "postgres", "REDIS_URL": "rediss://cache:6379"}, []string{"REDIS_URL", "IDEMPOTENCY_STORE"}},
 		{"TTL not a duration", map[string]string{"DB_AUTH": "url", "DATABASE_URL": url, "IDEMPOTENCY_TTL": "1 day"}, []string{"IDEMPOTENCY_TTL"}},
@@ -295,4 +300,30 @@ func TestMigrate(t *testing.T) {
 
 	_, err = Migrate(context.Background(), envOf(nil))
 	require.ErrorIs(t, err, ErrConfig)
+}
+
+// TestBuildRefusesAStoreWithoutGrants: a database role that may not use the
+// key store fails the cold start with the store's permanent error, instead
+// of answering every protected request 500 later.
+func TestBuildRefusesAStoreWithoutGrants(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ctx := context.Background()
+	role := "taskfn_nogrant_" + strings.ReplaceAll(db.Schema, "t_", "")
+	_, err := db.Pool.Exec(ctx, "CREATE ROLE "+role+" LOGIN")
+	require.NoError(t, err)
+	_, err = db.Pool.Exec(ctx, "GRANT USAGE ON SCHEMA "+db.Schema+" TO "+role)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_, _ = db.Pool.Exec(context.Background(), "DROP OWNED BY "+role)
+		_, _ = db.Pool.Exec(context.Background(), "DROP ROLE "+role)
+	})
+	u, err := url.Parse(db.URL)
+	require.NoError(t, err)
+	u.User = url.User(role)
+	f, err := build(ctx, urlEnv(u.String(), nil), io.Discard)
+	require.Error(t, err)
+	require.Nil(t, f)
+	require.True(t, idempotency.IsPermanent(err), "%v", err)
+	require.Contains(t, err.Error(), "privilege")
 }

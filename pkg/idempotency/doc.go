@@ -189,9 +189,9 @@
 // # A store from the environment
 //
 // idempotency/storeenv's Open builds the store the environment names
-// (IDEMPOTENCY_STORE=postgres or redis, DATABASE_URL or the dbpool
-// variables, REDIS_URL), so that a program switches stores by
-// configuration alone.
+// (IDEMPOTENCY_STORE=postgres, redis or dynamodb; DATABASE_URL or the
+// dbpool variables, REDIS_URL, IDEMPOTENCY_TABLE), so that a program
+// switches stores by configuration alone.
 //
 // # The life of a key
 //
@@ -309,7 +309,10 @@
 // client's retry cannot succeed until the deployment is fixed, and the log
 // line carries "permanent": true (metric "store_permanent"). Like every
 // store failure it fails closed: the handler does not run. A Complete or
-// Release that fails permanently is not retried either. CheckStore runs the
+// Release that fails permanently is not retried either, and a heartbeat
+// renewal (Config.Heartbeat) that fails permanently cancels the run's
+// context, as a lost lease does, rather than let the lease lapse under a
+// run that goes on. CheckStore runs the
 // store's three calls on a probe record at start-up, so that such a
 // misconfiguration shows before the first request.
 //
@@ -351,7 +354,12 @@
 // the one it completed (another status, body or kept header; for
 // Middleware, other bytes written) has its answer refused with 500
 // idempotency_response_mismatch, and the retry replays what was completed:
-// a replay is always what a client could have got.
+// a replay is always what a client could have got. A handler whose
+// transaction rolled back before the completion was written gives it back
+// with AbandonCompletion; the engine then completes the record with
+// whatever the handler answers. pgstore's CompleteInBatch writes a
+// completion in the handler's own pgx.Batch: its writes and the key's
+// completion in one round trip.
 //
 // # Answers that must not be stored
 //

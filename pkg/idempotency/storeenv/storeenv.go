@@ -1,6 +1,6 @@
 // Package storeenv builds the idempotency store that the environment
-// names, in one call, so that a program switches between PostgreSQL and
-// Redis by configuration alone, as the sample task API does:
+// names, in one call, so that a program switches between PostgreSQL, Redis
+// and DynamoDB by configuration alone, as the sample task API does:
 //
 //	store, closeStore, err := storeenv.Open(ctx, os.Getenv, nil)
 //	if err != nil {
@@ -11,19 +11,26 @@
 //
 // The variables:
 //
-//	IDEMPOTENCY_STORE  postgres (the default when unset) or redis
+//	IDEMPOTENCY_STORE  postgres (the default when unset), redis or dynamodb
 //	REDIS_URL          with redis: the server (redisstore.ClientFromEnv:
 //	                   rediss:// with a verified certificate; plain redis://
-//	                   only for a loopback host). Must be unset with postgres,
+//	                   only for a loopback host). Must be unset otherwise,
 //	                   so that a deployment never believes it uses Redis
 //	                   when it does not.
+//	IDEMPOTENCY_TABLE  with dynamodb: the table (package dynamostore). Must be
+//	                   unset otherwise, for the same reason.
+//	AWS_REGION         with dynamodb: the table's region (Lambda sets it).
+//	                   The credentials and AWS_ENDPOINT_URL_DYNAMODB (another
+//	                   endpoint, such as a local server) are the AWS SDK's
+//	                   own settings, which it reads from the process.
 //	DB_AUTH, …         with postgres and no Options.Pool: the database
 //	                   (dbpool.ConfigFromEnv: DB_AUTH=url and DATABASE_URL,
 //	                   or DB_AUTH=iam and DB_HOST, DB_PORT, DB_NAME,
 //	                   DB_USER, AWS_REGION for RDS Proxy with IAM)
 //
 // The key store's own tables must exist: pgstore.Migrate (or cmd/keystore)
-// creates them; Redis needs nothing.
+// creates them; Redis needs nothing; the DynamoDB table is the stack's (or
+// dynamostore's CreateTableInput).
 package storeenv
 
 import (
@@ -32,10 +39,13 @@ import (
 	"fmt"
 	"strings"
 
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ichido/ichido/pkg/dbpool"
 	"github.com/ichido/ichido/pkg/idempotency"
+	"github.com/ichido/ichido/pkg/idempotency/dynamostore"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
 	"github.com/ichido/ichido/pkg/idempotency/redisstore"
 )
@@ -49,7 +59,12 @@ const (
 	Postgres = "postgres"
 	// Redis is package redisstore.
 	Redis = "redis"
+	// DynamoDB is package dynamostore.
+	DynamoDB = "dynamodb"
 )
+
+// EnvTable is the variable that names the DynamoDB table.
+const EnvTable = "IDEMPOTENCY_TABLE"
 
 // ErrEnv is matched (errors.Is) by every error Kind and Open return for the
 // environment: a variable is missing, malformed or contradicts another.
@@ -86,27 +101,41 @@ type Options struct {
 	// Redis configures a redis store (its key prefix). Defaults to nil:
 	// redisstore's defaults.
 	Redis *redisstore.Options
+	// DynamoDB configures a dynamodb store (attribute names, key prefix);
+	// its Table is IDEMPOTENCY_TABLE's, whatever it says. Defaults to nil:
+	// dynamostore's defaults.
+	DynamoDB *dynamostore.Options
 }
 
-// Kind returns the store the environment names, Postgres or Redis, after
-// checking IDEMPOTENCY_STORE and REDIS_URL against each other. Errors match
-// ErrEnv and name every variable at fault.
+// Kind returns the store the environment names, Postgres, Redis or
+// DynamoDB, after checking IDEMPOTENCY_STORE, REDIS_URL, IDEMPOTENCY_TABLE
+// and, with DynamoDB, AWS_REGION against each other. Errors match ErrEnv
+// and name every variable at fault.
 func Kind(getenv func(string) string) (string, error) {
 	var errs []error
 	kind := Postgres
 	switch s := strings.TrimSpace(getenv(EnvStore)); s {
 	case "", Postgres:
-	case Redis:
-		kind = Redis
+	case Redis, DynamoDB:
+		kind = s
 	default:
-		errs = append(errs, &Error{EnvStore, fmt.Sprintf("is %q: use %s or %s (or leave it unset for %s)", s, Postgres, Redis, Postgres)})
+		errs = append(errs, &Error{EnvStore, fmt.Sprintf("is %q: use %s, %s or %s (or leave it unset for %s)", s, Postgres, Redis, DynamoDB, Postgres)})
 	}
 	redisURL := strings.TrimSpace(getenv(redisstore.EnvURL))
 	switch {
 	case kind == Redis && redisURL == "":
 		errs = append(errs, &Error{redisstore.EnvURL, "is empty but " + EnvStore + "=redis: set it to rediss://host:port (ElastiCache, Valkey), or redis://127.0.0.1:port for a local server"})
-	case kind == Postgres && redisURL != "" && len(errs) == 0:
-		errs = append(errs, &Error{redisstore.EnvURL, "is set but " + EnvStore + " is postgres: set " + EnvStore + "=redis to use Redis, or unset " + redisstore.EnvURL})
+	case kind != Redis && redisURL != "" && len(errs) == 0:
+		errs = append(errs, &Error{redisstore.EnvURL, "is set but " + EnvStore + " is " + kind + ": set " + EnvStore + "=redis to use Redis, or unset " + redisstore.EnvURL})
+	}
+	table := strings.TrimSpace(getenv(EnvTable))
+	switch {
+	case kind == DynamoDB && table == "":
+		errs = append(errs, &Error{EnvTable, "is empty but " + EnvStore + "=dynamodb: set it to the DynamoDB table's name (the stack's IdempotencyTableName output)"})
+	case kind == DynamoDB && strings.TrimSpace(getenv("AWS_REGION")) == "":
+		errs = append(errs, &Error{"AWS_REGION", "is empty but " + EnvStore + "=dynamodb: set the table's region, such as eu-west-1 (Lambda sets it)"})
+	case kind != DynamoDB && table != "" && len(errs) == 0:
+		errs = append(errs, &Error{EnvTable, "is set but " + EnvStore + " is " + kind + ": set " + EnvStore + "=dynamodb to use DynamoDB, or unset " + EnvTable})
 	}
 	if len(errs) > 0 {
 		return "", fmt.Errorf("%w: %w", ErrEnv, errors.Join(errs...))
@@ -118,7 +147,8 @@ func Kind(getenv func(string) string) (string, error) {
 // (os.Getenv in a main), and returns it with the function that closes what
 // Open opened (safe to call more than once). A postgres store's own pool
 // connects once (dbpool.New), so that a wrong setting fails here; a redis
-// store connects on its first command. Errors for the environment match ErrEnv (and, for the
+// store connects on its first command, and a dynamodb store on its first
+// call (the AWS SDK's default credentials: the function's role on Lambda). Errors for the environment match ErrEnv (and, for the
 // database variables, dbpool.ErrConfig); a database that cannot be reached
 // gives dbpool's error.
 func Open(ctx context.Context, getenv func(string) string, opts *Options) (idempotency.Store, func(), error) {
@@ -129,12 +159,15 @@ func Open(ctx context.Context, getenv func(string) string, opts *Options) (idemp
 	if err != nil {
 		return nil, nil, err
 	}
-	if kind == Redis {
+	switch kind {
+	case Redis:
 		client, err := redisstore.ClientFromEnv(getenv)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%w: %w", ErrEnv, err)
 		}
 		return redisstore.New(client, opts.Redis), closeOnce(func() { _ = client.Close() }), nil
+	case DynamoDB:
+		return openDynamoDB(ctx, getenv, opts.DynamoDB)
 	}
 	if opts.Pool != nil {
 		return pgstore.New(opts.Pool, opts.Postgres), func() {}, nil
@@ -158,4 +191,22 @@ func closeOnce(f func()) func() {
 			f()
 		}
 	}
+}
+
+// openDynamoDB builds the dynamodb store on IDEMPOTENCY_TABLE in AWS_REGION.
+func openDynamoDB(ctx context.Context, getenv func(string) string, opts *dynamostore.Options) (idempotency.Store, func(), error) {
+	cfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion(strings.TrimSpace(getenv("AWS_REGION"))))
+	if err != nil {
+		return nil, nil, fmt.Errorf("storeenv: the AWS SDK's settings for DynamoDB: %w", err)
+	}
+	o := dynamostore.Options{}
+	if opts != nil {
+		o = *opts
+	}
+	o.Table = strings.TrimSpace(getenv(EnvTable))
+	store, err := dynamostore.New(dynamodb.NewFromConfig(cfg), &o)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrEnv, err)
+	}
+	return store, func() {}, nil
 }

@@ -36,7 +36,12 @@ func TestKind(t *testing.T) {
 		{"nothing set is postgres", nil, storeenv.Postgres, nil},
 		{"postgres", map[string]string{"IDEMPOTENCY_STORE": "postgres"}, storeenv.Postgres, nil},
 		{"redis", map[string]string{"IDEMPOTENCY_STORE": " redis ", "REDIS_URL": "rediss://cache:6379"}, storeenv.Redis, nil},
-		{"unknown store", map[string]string{"IDEMPOTENCY_STORE": "dynamodb"}, "", []string{"IDEMPOTENCY_STORE"}},
+		{"unknown store", map[string]string{"IDEMPOTENCY_STORE": "mongodb"}, "", []string{"IDEMPOTENCY_STORE"}},
+		{"dynamodb", map[string]string{"IDEMPOTENCY_STORE": "dynamodb", "IDEMPOTENCY_TABLE": "keys", "AWS_REGION": "eu-west-1"}, storeenv.DynamoDB, nil},
+		{"dynamodb without table", map[string]string{"IDEMPOTENCY_STORE": "dynamodb", "AWS_REGION": "eu-west-1"}, "", []string{"IDEMPOTENCY_TABLE"}},
+		{"dynamodb without region", map[string]string{"IDEMPOTENCY_STORE": "dynamodb", "IDEMPOTENCY_TABLE": "keys"}, "", []string{"AWS_REGION"}},
+		{"a table without dynamodb", map[string]string{"IDEMPOTENCY_TABLE": "keys"}, "", []string{"IDEMPOTENCY_TABLE", "IDEMPOTENCY_STORE"}},
+		{"a Redis URL with dynamodb", map[string]string{"IDEMPOTENCY_STORE": "dynamodb", "IDEMPOTENCY_TABLE": "keys", "AWS_REGION": "eu-west-1", "REDIS_URL": "rediss://cache:6379"}, "", []string{"REDIS_URL", "dynamodb"}},
 		{"redis without URL", map[string]string{"IDEMPOTENCY_STORE": "redis"}, "", []string{"REDIS_URL"}},
 		{"a URL without redis", map[string]string{"REDIS_URL": "rediss://cache:6379"}, "", []string{"REDIS_URL", "IDEMPOTENCY_STORE"}},
 	} {

