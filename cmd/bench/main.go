@@ -13,7 +13,7 @@
 //
 // Usage:
 //
-//	go run ./cmd/bench [-quick] [-out dir] [-only fingerprint,floor,hotpath,delay,durability,e2e,coldstart,dynamodb,growth]
+//	go run ./cmd/bench [-quick] [-out dir] [-only fingerprint,floor,beyond,hotpath,delay,durability,e2e,coldstart,dynamodb,growth]
 //
 // A quick run (short loops, small tables) checks the harness end to end and
 // writes to .local/bench/ unless -out says otherwise, so that its numbers
@@ -71,7 +71,7 @@ type config struct {
 }
 
 // sections in the order they run. growth runs last: it fills the table.
-var sections = []string{"fingerprint", "floor", "hotpath", "delay", "durability", "e2e", "coldstart", "dynamodb", "growth"}
+var sections = []string{"fingerprint", "floor", "beyond", "hotpath", "delay", "durability", "e2e", "coldstart", "dynamodb", "growth"}
 
 func main() {
 	log.SetFlags(log.Ltime)
@@ -280,6 +280,8 @@ func (b *bench) section(ctx context.Context, name string) error {
 		return b.fingerprint()
 	case "floor":
 		return b.floor(ctx)
+	case "beyond":
+		return b.beyond(ctx)
 	case "hotpath":
 		return b.hotPath(ctx)
 	case "delay":

@@ -87,6 +87,35 @@ func (b *bench) hotPathMarkdown(w *strings.Builder) {
 		}
 		p("\n")
 	}
+	if br := r.Beyond; br != nil {
+		p("## 1e. Past the round-trip floor: local cache, waiting duplicates\n\n")
+		p("A replay answered from the local cache (`Config.LocalCache`: a completed record kept in the execution environment) makes no round trip, against the floor and the store's replay, one client, exec mode (ADR 0097). The calls carry a deadline, as a Lambda invocation does, so no heartbeat runs.\n\n")
+		p("**PostgreSQL**\n\n%s\n", sideTable(br.Postgres, 0, false))
+		if len(br.Redis) > 0 {
+			p("**Redis** (with the first request, whose client-side cost item 5 of the work is about)\n\n%s\n", sideTable(br.Redis, 0, false))
+		}
+		p("Memory: %d completed records of the bench's task answer (a %d-byte body and its Content-Type) held %.0f bytes of heap each in the cache, which counts %.0f bytes each against `LocalCache.MaxBytes` (default 8 MiB: about %d such records; `MaxEntries` defaults to 1024).\n\n",
+			br.CacheRecords, len(benchTaskBody), br.CacheBytesPerRecord, br.CacheCountedPerRecord, int(float64(8<<20)/br.CacheCountedPerRecord))
+		if c := br.Create; c != nil {
+			p("The sample create (POST /tasks: the task API's handler under `Wrap` on PostgreSQL, exec mode) through the delay proxy (%.1f ms each way), its key completed by the decorator after the insert (three round trips: claim, insert, completion; three commits) and in the insert's own batch (`tasks.Options.Keys`, `pgstore.CompleteInBatch`: the task's id and times made by the function; two round trips, two commits). Round trips counted with a pgx tracer (a batch is one).\n\n%s\n", c.DelayMs, sideTable(c.Sides, 0, false))
+			p("| create | round trips per create |\n|---|---|\n")
+			for _, s := range c.Sides {
+				p("| %s | %.2f |\n", s.Name, c.RoundTrips[s.Name])
+			}
+			p("\n")
+		}
+		if len(br.Waits) > 0 {
+			p("A waiting duplicate (`Config.WaitForResult`) polls the store with one claim a poll, 20 ms growing by half to 500 ms between them. The extra store load it causes, on PostgreSQL, for a first request that runs for:\n\n| first request runs | claims by the duplicate (first + polls) | waited (ms) | claims per second | answer |\n|---|---|---|---|---|\n")
+			for _, w := range br.Waits {
+				answer := "replay of the first request"
+				if !w.Replayed {
+					answer = "not the replay"
+				}
+				p("| %.0f ms | %d | %.0f | %.1f | %s |\n", w.HandlerMs, w.Claims, w.WaitedMs, w.ClaimsPerSec, answer)
+			}
+			p("\nEach poll is a replay's claim (one round trip, no write): the load is that of a client retrying on its own, bounded at 2 claims a second once the pause reaches 500 ms.\n\n")
+		}
+	}
 }
 
 func yesNo(b bool) string {
@@ -155,6 +184,20 @@ func (b *bench) missedMarkdown(w *strings.Builder) {
 	for _, t := range missed {
 		p("- **%s** (target %s, this run %s). ", t.What, t.Target, t.Value)
 		switch {
+		case strings.HasPrefix(t.What, "Local cache"):
+			p("A cached replay makes no round trip: what is left is the decorator's own work on the request (the view, the fingerprint), the JSON log line and the EMF line, a few microseconds, about half of it the log line (BenchmarkWrapReplayCached, pkg/idempotency). The floor here is a loopback round trip")
+			if d, br := r.Delay, r.Beyond; d != nil && br != nil {
+				floors, name, cached := d.Postgres, "floor (SELECT 1)", side(br.Postgres, "replay (local cache)")
+				if strings.Contains(t.What, "Redis") {
+					floors, name, cached = d.Redis, "floor (PING)", side(br.Redis, "replay (local cache)")
+				}
+				if fl := side(floors, name); fl != nil && cached != nil {
+					p("; through the %.1f ms-each-way delay of section 1c, the floor is %.3f ms, and the same cached replay is %.4f× of it", d.DelayMs, fl.P50Ms, ratio(cached.P50Ms, fl.P50Ms))
+				}
+			}
+			p(".\n")
+		case strings.HasPrefix(t.What, "Redis first request"):
+			p("Two round trips, a `SET … NX GET` and the completion's `EVALSHA` (whose Lua is about 6 µs of server time, section 1b). On the client, go-redis treats the claim's nil reply (a new key) as an error and runs its retry classification and bad-connection check on it: in a profile of the first request, 17 of its 99 allocations; it also checks each pooled connection's health with a syscall before every command, `PING` included. Neither can be turned off from outside go-redis, and the ways around the nil reply measured cost more (a one-command pipeline adds 8 allocations; a Lua claim adds server time).\n")
 		case strings.HasPrefix(t.What, "PostgreSQL: replay") || strings.HasPrefix(t.What, "PostgreSQL: first"):
 			if f := r.Floor; f != nil {
 				fl, rep, first, alone, shape := side(f.Postgres, "floor (SELECT 1)"), side(f.Postgres, "replay"), side(f.Postgres, "first request"), side(f.Postgres, "claim alone (completed key)"), side(f.Postgres, noopShapeName)

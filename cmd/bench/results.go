@@ -22,6 +22,7 @@ type Results struct {
 
 	Fingerprint *FingerprintResult `json:"fingerprint,omitempty"`
 	Floor       *FloorResult       `json:"floor,omitempty"`
+	Beyond      *BeyondResult      `json:"beyond,omitempty"`
 	HotPath     *HotPathResult     `json:"hot_path,omitempty"`
 	Delay       *DelayResult       `json:"delay,omitempty"`
 	Durability  *DurabilityResult  `json:"durability,omitempty"`
@@ -110,6 +111,20 @@ func (r *Results) evaluate() {
 		}
 	} else {
 		floorTargets("PostgreSQL", "floor (SELECT 1)", nil, 1.5, 3)
+	}
+	if br := r.Beyond; br != nil {
+		if fl, c := side(br.Postgres, "floor (SELECT 1)"), side(br.Postgres, "replay (local cache)"); fl != nil && c != nil {
+			x := ratio(c.P50Ms, fl.P50Ms)
+			add("1e", "Local cache (PostgreSQL): replay vs `SELECT 1`", "≤ 0.1× p50", fmt.Sprintf("%s p50 (%.4f vs %.3f ms)", fxAt(x, 0.1), c.P50Ms, fl.P50Ms), met(x <= 0.1))
+		}
+		if fl, c := side(br.Redis, "floor (PING)"), side(br.Redis, "replay (local cache)"); fl != nil && c != nil {
+			x := ratio(c.P50Ms, fl.P50Ms)
+			add("1e", "Local cache (Redis): replay vs `PING`", "≤ 0.1× p50", fmt.Sprintf("%s p50 (%.4f vs %.3f ms)", fxAt(x, 0.1), c.P50Ms, fl.P50Ms), met(x <= 0.1))
+		}
+		if fl, f := side(br.Redis, "floor (PING)"), side(br.Redis, "first request"); fl != nil && f != nil {
+			x := ratio(f.P50Ms, fl.P50Ms)
+			add("1e", "Redis first request vs `PING` (a peer with the same two round trips: 4.0×)", "≤ 3.5× p50", fmt.Sprintf("%s p50 (%s p99)", fxAt(x, 3.5), fx(ratio(f.P99Ms, fl.P99Ms))), met(x <= 3.5))
+		}
 	}
 	if h := r.HotPath; h != nil && len(h.Modes) > 0 && h.Modes[0].Replay != nil && h.Modes[0].First != nil {
 		m := h.Modes[0]

@@ -83,6 +83,9 @@ type Functions struct {
 //     AWS_REGION through the function's role (AWS_ENDPOINT_URL_DYNAMODB,
 //     which the AWS SDK reads, points it at a local server);
 //   - IDEMPOTENCY_TTL, how long a key is remembered (default 24h);
+//   - the store is checked once (idempotency.CheckStore): one that refuses
+//     the function's calls for good (a missing grant or migration) fails
+//     the cold start, one that cannot be reached yet is logged;
 //   - LOG_LEVEL (debug, info, warn, error; default info) for the JSON log
 //     lines written to standard output.
 //
@@ -113,6 +116,7 @@ func build(ctx context.Context, getenv func(string) string, out io.Writer) (*Fun
 	}
 
 	pool, err := dbpool.Open(ctx, cfg.db)
+	reachable := err == nil
 	if errors.Is(err, dbpool.ErrUnreachable) && cfg.db.Auth == dbpool.AuthIAM {
 		// Deployed, a database that does not answer yet (an Aurora cluster
 		// resuming from auto-pause) gets requests a fast 503, not a failed
@@ -136,8 +140,20 @@ func build(ctx context.Context, getenv func(string) string, out io.Writer) (*Fun
 			return nil, fmt.Errorf("taskfn: %w", err)
 		}
 	}
+	if reachable || cfg.store == StoreRedis {
+		if err := checkStore(ctx, store, logger); err != nil {
+			f.Close()
+			return nil, err
+		}
+	}
 
-	api := tasks.NewAPI(tasks.NewService(pool), &tasks.Options{Logger: logger})
+	opts := &tasks.Options{Logger: logger}
+	if keys, ok := store.(tasks.KeyCompleter); ok {
+		// PostgreSQL: the create completes its key in the batch that
+		// inserts the task.
+		opts.Keys = keys
+	}
+	api := tasks.NewAPI(tasks.NewService(pool), opts)
 	f.store, f.api, f.ttl, f.metrics = store, api, cfg.ttl, out
 	protect := func(h Handler) (Handler, error) {
 		return idempotency.Wrap(h, idempotency.Config{
@@ -191,4 +207,26 @@ func (f *Functions) Close() {
 			f.closers[i]()
 		}
 	})
+}
+
+// storeCheckTimeout bounds the key store's check at cold start.
+const storeCheckTimeout = 3 * time.Second
+
+// checkStore runs idempotency.CheckStore at cold start: a store that
+// refuses its calls for good (a missing grant or migration, a wrong
+// password) fails the cold start with the store's own message, so that the
+// deployment shows it before a client gets a 500; one that cannot be
+// reached yet is only logged, and requests are answered 503 until it can.
+func checkStore(ctx context.Context, store idempotency.Store, logger *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(ctx, storeCheckTimeout)
+	defer cancel()
+	err := idempotency.CheckStore(ctx, store)
+	switch {
+	case err == nil:
+		return nil
+	case idempotency.IsPermanent(err):
+		return fmt.Errorf("taskfn: the idempotency store refuses this function's calls: %w", err)
+	}
+	logger.Warn("the idempotency store cannot be checked yet; requests are answered 503 until it answers", "error", err)
+	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -299,4 +300,30 @@ func TestMigrate(t *testing.T) {
 
 	_, err = Migrate(context.Background(), envOf(nil))
 	require.ErrorIs(t, err, ErrConfig)
+}
+
+// TestBuildRefusesAStoreWithoutGrants: a database role that may not use the
+// key store fails the cold start with the store's permanent error, instead
+// of answering every protected request 500 later.
+func TestBuildRefusesAStoreWithoutGrants(t *testing.T) {
+	t.Parallel()
+	db := pgtest.New(t)
+	ctx := context.Background()
+	role := "taskfn_nogrant_" + strings.ReplaceAll(db.Schema, "t_", "")
+	_, err := db.Pool.Exec(ctx, "CREATE ROLE "+role+" LOGIN")
+	require.NoError(t, err)
+	_, err = db.Pool.Exec(ctx, "GRANT USAGE ON SCHEMA "+db.Schema+" TO "+role)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_, _ = db.Pool.Exec(context.Background(), "DROP OWNED BY "+role)
+		_, _ = db.Pool.Exec(context.Background(), "DROP ROLE "+role)
+	})
+	u, err := url.Parse(db.URL)
+	require.NoError(t, err)
+	u.User = url.User(role)
+	f, err := build(ctx, urlEnv(u.String(), nil), io.Discard)
+	require.Error(t, err)
+	require.Nil(t, f)
+	require.True(t, idempotency.IsPermanent(err), "%v", err)
+	require.Contains(t, err.Error(), "privilege")
 }

@@ -22,7 +22,10 @@ type DB interface {
 // on session state, so the queries run unchanged in every pgx query mode,
 // including the simple protocol behind a transaction-pooling proxy.
 // Timestamps come from the database's clock, never a Lambda's, so tasks
-// created by different execution environments order consistently.
+// created by different execution environments order consistently; the one
+// exception is the atomic create (API Options.Keys, ADR 0098), which makes
+// a task's id and creation time itself so that its answer is known before
+// the insert is sent.
 //
 // Errors: ErrNotFound when no row of the user matches; *DBError for every
 // failure of the database.

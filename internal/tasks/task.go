@@ -111,7 +111,9 @@ type Task struct {
 	Status Status `json:"status"`
 	// DueDate is nil when unset.
 	DueDate *Date `json:"due_date"`
-	// CreatedAt is when the task was created, from the database's clock.
+	// CreatedAt is when the task was created: the database's clock, or the
+	// function's when the create completes its key in its own batch
+	// (Options.Keys, ADR 0098).
 	CreatedAt time.Time `json:"created_at"`
 	// UpdatedAt is when the task last changed; it never goes backwards.
 	UpdatedAt time.Time `json:"updated_at"`

@@ -115,3 +115,25 @@ func BenchmarkSQSBatch(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkWrapReplayCached is a replay answered from the local cache: no
+// store call at all, the decorator's own cost alone.
+func BenchmarkWrapReplayCached(b *testing.B) {
+	cfg := benchConfig()
+	cfg.LocalCache = &idempotency.LocalCache{}
+	h, err := idempotency.Wrap(v2Handler(created), cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	req := benchRequest(uuid.NewString())
+	if _, err := h(context.Background(), req); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if _, err := h(context.Background(), req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

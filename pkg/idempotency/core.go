@@ -83,13 +83,15 @@ const (
 // a duplicate that finds the record in progress for the same request waits
 // for the first run's answer when Config.WaitForResult is set (wait.go).
 func (e *engine) claim(ctx context.Context, obs *observation, userID, key, hash string) (Ref, ClaimResult, error) {
-	ref := Ref{UserID: userID, Key: key, Owner: e.owner(ctx)}
-	obs.owner, obs.hash = ref.Owner, hash
+	obs.hash = hash
 	now := e.clock()
 	if res, ok := e.cached(userID, key, now); ok {
+		// A completed record: nothing is claimed, so no owner token is made.
 		obs.cached = true
-		return ref, res, nil
+		return Ref{UserID: userID, Key: key}, res, nil
 	}
+	ref := Ref{UserID: userID, Key: key, Owner: e.owner(ctx)}
+	obs.owner = ref.Owner
 	obs.heartbeat = e.beats(ctx, now)
 	c := Claim{
 		Ref:         ref,
@@ -104,13 +106,6 @@ func (e *engine) claim(ctx context.Context, obs *observation, userID, key, hash 
 		return err
 	})
 	if err != nil {
-		if IsPermanent(err) {
-			// The store refused the claim for good (a missing grant, a
-			// missing table): nothing was written, and neither a second
-			// claim nor a release could succeed.
-			obs.err, obs.permanent = err, true
-			return ref, ClaimResult{}, storeFailure("claim", err)
-		}
 		res, err = e.recoverClaim(ctx, c, err, obs)
 	}
 	if err == nil && e.wait > 0 && waiting(res, hash) {
@@ -163,8 +158,15 @@ func (e *engine) keep(userID, key string, rec Record) {
 // released with the same token. Both are safe: the work has not run, and
 // the owner token fences off any record another invocation holds. The
 // release runs even after the invocation's context is done, bounded by
-// claimRecoveryTimeout.
+// claimRecoveryTimeout. A permanent failure (StoreError.Permanent) is not
+// recovered from: the store refused the claim, so nothing was written.
 func (e *engine) recoverClaim(ctx context.Context, c Claim, first error, obs *observation) (ClaimResult, error) {
+	if IsPermanent(first) {
+		// The store refused the claim for good (a missing grant, a
+		// missing table): nothing was written, and neither a second
+		// claim nor a release could succeed.
+		return ClaimResult{}, first
+	}
 	if ctx.Err() == nil {
 		var res ClaimResult
 		err := obs.timed("claim", func() (err error) {

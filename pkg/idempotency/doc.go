@@ -309,7 +309,10 @@
 // client's retry cannot succeed until the deployment is fixed, and the log
 // line carries "permanent": true (metric "store_permanent"). Like every
 // store failure it fails closed: the handler does not run. A Complete or
-// Release that fails permanently is not retried either. CheckStore runs the
+// Release that fails permanently is not retried either, and a heartbeat
+// renewal (Config.Heartbeat) that fails permanently cancels the run's
+// context, as a lost lease does, rather than let the lease lapse under a
+// run that goes on. CheckStore runs the
 // store's three calls on a probe record at start-up, so that such a
 // misconfiguration shows before the first request.
 //
@@ -351,7 +354,12 @@
 // the one it completed (another status, body or kept header; for
 // Middleware, other bytes written) has its answer refused with 500
 // idempotency_response_mismatch, and the retry replays what was completed:
-// a replay is always what a client could have got.
+// a replay is always what a client could have got. A handler whose
+// transaction rolled back before the completion was written gives it back
+// with AbandonCompletion; the engine then completes the record with
+// whatever the handler answers. pgstore's CompleteInBatch writes a
+// completion in the handler's own pgx.Batch: its writes and the key's
+// completion in one round trip.
 //
 // # Answers that must not be stored
 //

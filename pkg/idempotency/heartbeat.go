@@ -64,7 +64,9 @@ type heartbeat struct {
 // renewal that fails is tried again at the next beat; one that finds the
 // lease lost (another invocation took the key over after the renewals
 // failed for a whole lease) stops the beat and cancels the returned
-// context, the run's, with a cause that wraps ErrLeaseLost.
+// context, the run's, with a cause that wraps ErrLeaseLost; so does a
+// renewal that fails permanently (StoreError.Permanent), with a cause that
+// wraps that StoreError, since no later renewal could succeed.
 func (e *engine) startHeartbeat(ctx context.Context, ref Ref) (context.Context, *heartbeat) {
 	runCtx, cancel := context.WithCancelCause(ctx)
 	hb := &heartbeat{e: e, ref: ref, cancel: cancel, quit: make(chan struct{}), done: make(chan struct{})}
@@ -96,6 +98,14 @@ func (hb *heartbeat) run(ctx context.Context) {
 			hb.err = fmt.Errorf("renewing the lease: %w", err)
 			hb.cancel(hb.err)
 			return
+		case IsPermanent(err):
+			// No renewal will succeed (a missing grant, the renewal function
+			// not migrated): the lease runs out within a heartbeat and the
+			// key is then another invocation's, so the run is stopped now,
+			// failing closed, rather than left to race a second run.
+			hb.err = fmt.Errorf("renewing the lease failed for good, the run is cancelled: %w", err)
+			hb.cancel(hb.err)
+			return
 		default:
 			hb.err = fmt.Errorf("renewing the lease (tried again at the next beat): %w", err)
 		}
@@ -112,5 +122,6 @@ func (hb *heartbeat) stop(obs *observation) {
 	}
 	if hb.err != nil {
 		obs.err = errors.Join(obs.err, hb.err)
+		obs.permanent = obs.permanent || IsPermanent(hb.err)
 	}
 }

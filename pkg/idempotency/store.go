@@ -38,7 +38,9 @@ import (
 // permanent one is answered at once, without a second claim or a release,
 // with 500 idempotency_store_misconfigured and no Retry-After, and logged
 // with "permanent": true. A Complete or Release that fails transiently is
-// retried within the finish timeout; a permanent failure is not retried.
+// retried within the finish timeout; a permanent failure is not retried. A
+// Renew that fails transiently is tried again at the next beat; a permanent
+// failure stops the beat and cancels the run.
 // Every failure fails closed: the work never runs without a claim.
 //
 // Size: every store has a largest record it can keep (a PostgreSQL JSONB

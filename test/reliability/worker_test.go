@@ -52,17 +52,24 @@ import (
 //     "after" after the task is inserted and before the key is completed:
 //     a worker to be killed.
 //   - ICHIDO_RELIABILITY_TIMEOUT: the gateway's function timeout.
+//   - ICHIDO_RELIABILITY_WORKER=nethttp serves the task API's create as a
+//     plain net/http server behind idempotency.Middleware instead (the spy
+//     and ICHIDO_RELIABILITY_BLOCK as above), with
+//     ICHIDO_RELIABILITY_HEARTBEAT as Config.Heartbeat ("off" for
+//     HeartbeatOff) and ICHIDO_RELIABILITY_MAX_LEASE as Config.MaxLease.
 //
 // It prints "READY <host:port>" once it serves, and GET /__reliability/stats
 // answers with its run counts and memory (workerStats). It stops on SIGTERM
 // or when its standard input closes (the test process went away).
 const (
-	modeTaskfn = "taskfn"
-	modeSpy    = "spy"
+	modeTaskfn  = "taskfn"
+	modeSpy     = "spy"
+	modeNetHTTP = "nethttp"
 
-	envMaxLease = "ICHIDO_RELIABILITY_MAX_LEASE"
-	envBlock    = "ICHIDO_RELIABILITY_BLOCK"
-	envTimeout  = "ICHIDO_RELIABILITY_TIMEOUT"
+	envMaxLease  = "ICHIDO_RELIABILITY_MAX_LEASE"
+	envBlock     = "ICHIDO_RELIABILITY_BLOCK"
+	envTimeout   = "ICHIDO_RELIABILITY_TIMEOUT"
+	envHeartbeat = "ICHIDO_RELIABILITY_HEARTBEAT"
 
 	statsPath = "/__reliability/stats"
 	readyLine = "READY "
@@ -191,6 +198,7 @@ func workerMain() int {
 func serveWorker(ctx context.Context, mode string) error {
 	runs := &runCounter{}
 	var handlers map[string]localapi.Handler
+	var direct http.Handler // the nethttp worker's server, in place of the gateway
 	switch mode {
 	case modeTaskfn:
 		fns, err := taskfn.Build(ctx, os.Getenv)
@@ -223,31 +231,32 @@ func serveWorker(ctx context.Context, mode string) error {
 		if err != nil {
 			return err
 		}
+	case modeNetHTTP:
+		cfg, err := dbpool.ConfigFromEnv(os.Getenv)
+		if err != nil {
+			return err
+		}
+		pool, err := dbpool.New(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		defer pool.Close()
+		if direct, err = netHTTPServer(pool, runs); err != nil {
+			return err
+		}
 	default:
-		return fmt.Errorf("%s is %q: use %q or %q", envWorker, mode, modeTaskfn, modeSpy)
+		return fmt.Errorf("%s is %q: use %q, %q or %q", envWorker, mode, modeTaskfn, modeSpy, modeNetHTTP)
 	}
 
-	routes, err := templateRoutes()
-	if err != nil {
-		return err
-	}
-	var timeout time.Duration
-	if s := os.Getenv(envTimeout); s != "" {
-		if timeout, err = time.ParseDuration(s); err != nil {
-			return fmt.Errorf("%s: %w", envTimeout, err)
+	if direct == nil {
+		gw, err := gateway(handlers)
+		if err != nil {
+			return err
 		}
-	}
-	gw, err := localapi.New(localapi.Config{
-		Routes:   routes,
-		Handlers: handlers,
-		Timeout:  timeout,
-		Logger:   slog.New(slog.NewJSONHandler(os.Stderr, nil)),
-	})
-	if err != nil {
-		return err
+		direct = gw
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/", gw)
+	mux.Handle("/", direct)
 	mux.HandleFunc("GET "+statsPath, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Query().Get("gc") == "1" {
 			runtime.GC()
@@ -272,6 +281,27 @@ func serveWorker(ctx context.Context, mode string) error {
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	return srv.Shutdown(shutdownCtx)
+}
+
+// gateway is the local API Gateway over handlers, with the routes of
+// template.yaml and ICHIDO_RELIABILITY_TIMEOUT as the function timeout.
+func gateway(handlers map[string]localapi.Handler) (http.Handler, error) {
+	routes, err := templateRoutes()
+	if err != nil {
+		return nil, err
+	}
+	var timeout time.Duration
+	if s := os.Getenv(envTimeout); s != "" {
+		if timeout, err = time.ParseDuration(s); err != nil {
+			return nil, fmt.Errorf("%s: %w", envTimeout, err)
+		}
+	}
+	return localapi.New(localapi.Config{
+		Routes:   routes,
+		Handlers: handlers,
+		Timeout:  timeout,
+		Logger:   slog.New(slog.NewJSONHandler(os.Stderr, nil)),
+	})
 }
 
 // currentStats reads this process's run counts and memory.

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/google/uuid"
@@ -150,6 +151,53 @@ var hardening2Cases = []behaviourCase{
 		over.b64 = true
 		requireProblem(t, e.do(inv, over), http.StatusRequestEntityTooLarge, idempotency.CodePayloadTooLarge)
 		require.EqualValues(t, 1, e.runs.Load())
+	}},
+	{"a run whose renewal is refused for good is stopped, not raced", func(t *testing.T, e *env) {
+		const beat = 300 * time.Millisecond
+		e.store.refuseRenew.Store(true)
+		b := e.blocking(func(int32) int { return http.StatusCreated })
+		inv := e.wrap(b.handler, withHeartbeat(beat))
+		first := e.async(inv, e.post(`{}`))
+		<-b.started
+		firstResp := <-first // the blocking handler answers 500 once its context ends
+		require.Equal(t, http.StatusInternalServerError, firstResp.StatusCode)
+		b.mu.Lock()
+		cause := b.cause
+		b.mu.Unlock()
+		require.True(t, idempotency.IsPermanent(cause), "the run learns why: %v", cause)
+		require.EqualValues(t, 1, e.store.renews.Load(), "a renewal that cannot succeed is not repeated")
+		line := e.logLine("released")
+		require.Equal(t, true, line["permanent"])
+		close(b.release)
+	}},
+	{"a store that refuses the claim for good gives 500 without Retry-After, after one claim", func(t *testing.T, e *env) {
+		e.store.refuseClaim.Store(true)
+		inv := e.wrap(e.respond(http.StatusCreated))
+		resp := e.do(inv, e.post(`{}`))
+		requireProblem(t, resp, http.StatusInternalServerError, idempotency.CodeStoreMisconfigured)
+		require.Empty(t, resp.Headers.Get("Retry-After"), "no invitation to retry what cannot succeed")
+		require.Zero(t, e.runs.Load(), "fail closed")
+		require.EqualValues(t, 1, e.store.claims.Load(), "no second claim")
+		require.Zero(t, e.store.releases.Load(), "no release: nothing was written")
+		line := e.logLine("store_error")
+		require.Equal(t, true, line["permanent"])
+		require.Equal(t, idempotency.CodeStoreMisconfigured, line["reason"])
+		e.requireMetric("store_permanent")
+	}},
+	{"a response too large for the store keeps its key completed, and the retry gets 422", func(t *testing.T, e *env) {
+		e.store.tooLarge.Store(true)
+		inv := e.wrap(e.respond(http.StatusCreated))
+		first := e.do(inv, e.post(`{}`))
+		require.Equal(t, http.StatusCreated, first.StatusCode, "the first client gets the handler's response")
+		require.EqualValues(t, 2, e.store.completes.Load(), "the refused completion, then the marker; nothing retried")
+		for range 2 {
+			retry := e.do(inv, e.post(`{}`))
+			requireProblem(t, retry, http.StatusUnprocessableEntity, idempotency.CodeResponseNotKept)
+			require.Empty(t, retry.Headers.Get("Retry-After"))
+		}
+		require.EqualValues(t, 1, e.runs.Load(), "the handler never runs twice")
+		require.Equal(t, []string{"not_kept", "replayed", "replayed"}, e.outcomes())
+		e.requireMetric("not_kept")
 	}},
 	{"a request with a nil body is an empty one", func(t *testing.T, e *env) {
 		if e.p.name != "net/http" {

@@ -53,6 +53,10 @@ type faultyStore struct {
 	lostClaimReplies atomic.Int32
 	// failCompletes is how many of the next completions fail.
 	failCompletes atomic.Int32
+	// refuseClaim makes every claim fail as a store refuses it for good.
+	refuseClaim atomic.Bool
+	// refuseRenew makes every renewal fail as a store refuses it for good.
+	refuseRenew atomic.Bool
 	// tooLarge makes every completion but the not-kept marker's fail as a
 	// store refuses a response over its largest record.
 	tooLarge atomic.Bool
@@ -62,6 +66,9 @@ func (s *faultyStore) Claim(ctx context.Context, c idempotency.Claim) (idempoten
 	s.claims.Add(1)
 	if s.failClaim.Load() {
 		return idempotency.ClaimResult{}, &idempotency.StoreError{Op: "claim", Err: errInjected}
+	}
+	if s.refuseClaim.Load() {
+		return idempotency.ClaimResult{}, &idempotency.StoreError{Op: "claim", Err: errInjected, Permanent: true}
 	}
 	res, err := s.inner.Claim(ctx, c)
 	if err == nil && s.lostClaimReplies.Add(-1) >= 0 {
@@ -116,6 +123,9 @@ func (s *faultyStore) Renew(ctx context.Context, r idempotency.Renewal) error {
 	s.renews.Add(1)
 	if s.failRenew.Load() {
 		return &idempotency.StoreError{Op: "renew", Err: errInjected}
+	}
+	if s.refuseRenew.Load() {
+		return &idempotency.StoreError{Op: "renew", Err: errInjected, Permanent: true}
 	}
 	return s.inner.Renew(ctx, r)
 }

@@ -229,14 +229,63 @@ func (s *Store) CompletesInTx() {}
 
 var _ idempotency.TxCompleter = (*Store)(nil)
 
-func (s *Store) complete(ctx context.Context, db querier, c idempotency.Completion) error {
+// CompleteInBatch queues Complete on b, the batch that holds a handler's
+// own writes: a batch sent outside an explicit transaction (pool.SendBatch)
+// runs in one implicit transaction, so the work and the completion commit
+// together, in the batch's one round trip, and a statement of the batch
+// that fails rolls back both. It is the one-round-trip form of CompleteInTx,
+// for a handler whose response is known before its writes are sent (ids and
+// times made by the handler).
+//
+// The returned function reports the completion's outcome once the batch's
+// results have been read (BatchResults.Close): nil when written,
+// ErrLeaseLost when the record is no longer c.Owner's (nothing was written
+// to it, but the batch's other statements did commit), a *StoreError when
+// the statement failed or did not run. An encoding failure is returned at
+// once and nothing is queued.
+func (s *Store) CompleteInBatch(b *pgx.Batch, c idempotency.Completion) (func(ctx context.Context) error, error) {
+	env, err := s.envelope(c)
+	if err != nil {
+		return nil, err
+	}
+	var written, ran bool
+	var scanErr error
+	b.Queue(s.sql.complete, c.UserID, c.Key, c.Owner, env, c.Response.StatusCode, c.ExpiresAt).QueryRow(func(row pgx.Row) error {
+		ran = true
+		scanErr = row.Scan(&written)
+		return scanErr
+	})
+	return func(ctx context.Context) error {
+		switch {
+		case scanErr != nil:
+			return storeError(ctx, "complete", scanErr)
+		case !ran:
+			return storeError(ctx, "complete", errors.New("the batch ended before the completion ran"))
+		case !written:
+			return idempotency.ErrLeaseLost
+		}
+		return nil
+	}, nil
+}
+
+// envelope encodes c's response as response_body keeps it, within the
+// store's largest record.
+func (s *Store) envelope(c idempotency.Completion) (string, error) {
 	env, err := encodeEnvelope(c.Response)
 	if err != nil {
-		return &idempotency.StoreError{Op: "complete", Err: err}
+		return "", &idempotency.StoreError{Op: "complete", Err: err}
 	}
 	if len(env) > s.maxRecord {
-		return &idempotency.StoreError{Op: "complete", Permanent: true, Err: fmt.Errorf(
+		return "", &idempotency.StoreError{Op: "complete", Permanent: true, Err: fmt.Errorf(
 			"%w: the envelope is %d bytes, the most this store keeps is %d (Options.MaxRecordBytes)", idempotency.ErrTooLarge, len(env), s.maxRecord)}
+	}
+	return env, nil
+}
+
+func (s *Store) complete(ctx context.Context, db querier, c idempotency.Completion) error {
+	env, err := s.envelope(c)
+	if err != nil {
+		return err
 	}
 	var written bool
 	if err := db.QueryRow(ctx, s.sql.complete, c.UserID, c.Key, c.Owner, env, c.Response.StatusCode, c.ExpiresAt).Scan(&written); err != nil {
