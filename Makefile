@@ -30,7 +30,7 @@ db-stop: ## Stop the private PostgreSQL
 	@$(GO) run ./cmd/devdb stop
 
 .PHONY: test
-test: deps lint ## Lint, then run every test against real servers and stop them
+test: deps lint verify ## Lint, model-check, then run every test against real servers and stop them
 	@mkdir -p $(LOCAL)
 	@rm -f $(LOCAL)/rehearse.txt
 	@$(GO) run ./cmd/devdb url >/dev/null

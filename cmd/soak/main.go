@@ -93,7 +93,7 @@ func run() error {
 	fuzzErr := goCmd(ctx, env, fuzzArgs, &fuzzOut)
 	rows = append(rows, fuzzRow(fuzzOut.String(), *fuzzTime, fuzzErr))
 
-	report := render(rows, started, testArgs, fuzzArgs, testErr)
+	report := render(rows, started, testArgs, fuzzArgs, testErr) + keptSections(*out)
 	if err := os.WriteFile(*out, []byte(report), 0o644); err != nil {
 		return err
 	}
@@ -222,4 +222,23 @@ func render(rows []row, started time.Time, testArgs, fuzzArgs []string, testErr 
 		"- ADR 0071: answers to oversized bodies and to bytes that are not UTF-8 under a JSON content type.\n" +
 		"- ADR 0072: after the key table is lost, the same key with another body is answered 422, and that answer is not stored, so the original request's retry still gets its task.\n")
 	return b.String()
+}
+
+// keptMarker starts the part of the report that make soak does not write
+// (the model checking's and the history checks' figures, written with
+// make verify and make soak-history): it is kept as it is.
+const keptMarker = "<!-- Kept by make soak: the sections below are not written by cmd/soak. -->"
+
+// keptSections returns the kept part of the report at path, from its
+// marker on, or "" when there is none.
+func keptSections(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	i := bytes.Index(b, []byte(keptMarker))
+	if i < 0 {
+		return ""
+	}
+	return "\n" + string(b[i:])
 }

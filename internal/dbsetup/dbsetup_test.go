@@ -3,12 +3,15 @@ package dbsetup_test
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ichido/ichido/internal/dbsetup"
+	"github.com/ichido/ichido/internal/migrate"
 	"github.com/ichido/ichido/internal/pgtest"
 )
 
@@ -170,4 +173,46 @@ func TestApplyRefusesBadConfig(t *testing.T) {
 	same.AppUser = same.MigrateUser
 	_, err = dbsetup.Apply(context.Background(), never, same)
 	require.ErrorIs(t, err, dbsetup.ErrConfig)
+}
+
+// TestApplyTakesOverAnEarlierStack: a database set up by hand as the
+// deploy guide used to say (prod: the migrations run as the master user,
+// which owns the tables and the purge jobs; the app user has a password)
+// is brought to the rule by the setup: the migrate user owns everything and
+// schedules the jobs, the master user's jobs are gone, the app user logs in
+// with IAM only.
+func TestApplyTakesOverAnEarlierStack(t *testing.T) {
+	ctx := context.Background()
+	a := aurora16(t)
+	master := pool(t, a.URLAs(cfg.MasterUser))
+	_, err := master.Exec(ctx, `CREATE ROLE `+cfg.AppUser+` LOGIN PASSWORD 'from-the-old-secret'`)
+	require.NoError(t, err)
+	_, err = migrate.Up(ctx, master)
+	require.NoError(t, err)
+	super := pool(t, a.URL(""))
+	var masterJobs int
+	require.NoError(t, super.QueryRow(ctx, `SELECT count(*) FROM cron.job WHERE username = $1`, cfg.MasterUser).Scan(&masterJobs))
+	require.Positive(t, masterJobs, "the earlier setup scheduled its jobs as the master user")
+
+	sum, err := dbsetup.Apply(ctx, connector(t, a.Cluster), cfg)
+	require.NoError(t, err)
+	require.Equal(t, []string{cfg.MigrateUser}, sum.Created, "the app user existed")
+	require.Contains(t, sum.TakenOver, "public.tasks")
+	require.Empty(t, sum.Applied, "the migrations were applied already")
+
+	checkRule(t, super, "public", cfg)
+	rows, err := super.Query(ctx, `SELECT jobname || ' ' || username FROM cron.job ORDER BY 1`)
+	require.NoError(t, err)
+	jobs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	for _, j := range jobs {
+		require.True(t, strings.HasSuffix(j, " "+cfg.MigrateUser), "job %s: scheduled by the migrate user only", j)
+	}
+	require.NotEmpty(t, jobs)
+	var noPassword bool
+	require.NoError(t, super.QueryRow(ctx, `SELECT rolpassword IS NULL FROM pg_authid WHERE rolname = $1`, cfg.AppUser).Scan(&noPassword))
+	require.True(t, noPassword, "the app user's old password is gone")
+	var iam bool
+	require.NoError(t, super.QueryRow(ctx, `SELECT pg_has_role($1, 'rds_iam', 'MEMBER')`, cfg.AppUser).Scan(&iam))
+	require.True(t, iam)
 }

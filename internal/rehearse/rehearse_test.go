@@ -90,11 +90,7 @@ func TestRehearse(t *testing.T) {
 			a, err := pgtest.StartAurora(ctx, s.opts)
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = a.Destroy() })
-			line := r.rehearse(t, a)
-			if s.opts.FakeCron {
-				line += " (the SQL-only stand-in: the package has no pg_cron)"
-			}
-			report = append(report, line)
+			report = append(report, r.rehearse(t, a, s.opts.FakeCron))
 		})
 	}
 	summary := "rehearsed the database setup and the functions on " + strings.Join(report, "; and on ")
@@ -111,7 +107,7 @@ type stage struct {
 
 // rehearse runs the whole rehearsal on one server and returns what to
 // report of it.
-func (r *rig) rehearse(t *testing.T, a *pgtest.Aurora) string {
+func (r *rig) rehearse(t *testing.T, a *pgtest.Aurora, fakeCron bool) string {
 	ctx := context.Background()
 	bouncer, err := pgtest.StartPgBouncer(ctx, pgtest.PgBouncerOptions{Port: a.Port, Users: []string{"postgres", masterUser, migrateUser, appUser}})
 	require.NoError(t, err)
@@ -135,13 +131,40 @@ func (r *rig) rehearse(t *testing.T, a *pgtest.Aurora) string {
 		} else {
 			require.Equal(t, "0", reply.Data["Applied"], "a redeploy applies nothing new")
 		}
+		if st.name == "dev" {
+			// The server ends the app user's idle sessions (what lets a dev
+			// cluster pause while Lambda keeps environments frozen with open
+			// connections). Shortened here to a second, a warm function's
+			// pool must replace the connection the server closed.
+			_, err := super.Exec(ctx, `ALTER ROLE `+appUser+` IN DATABASE `+database+` SET idle_session_timeout = '1s'`)
+			require.NoError(t, err)
+		}
 		fns := r.startFunctions(t, st)
 		if kept == "" {
 			kept = fns.create(t, "kept across the stage switches")
 		}
 		fns.exercise(t, kept)
+		if st.name == "dev" {
+			var closed int
+			for _, id := range []string{"GetTaskFunction", "ListTasksFunction"} {
+				f := map[string]string{"GetTaskFunction": "get-task.json", "ListTasksFunction": "list-tasks.json"}[id]
+				time.Sleep(1500 * time.Millisecond) // past the idle timeout
+				resp := fns.call(t, id, f, onTask(kept))
+				require.Equal(t, 200, resp.StatusCode, "%s after the server closed its idle session: %s", id, resp.Body)
+				closed++
+			}
+			require.Equal(t, 2, closed)
+			log, err := os.ReadFile(filepath.Join(a.Dir, "server.log"))
+			require.NoError(t, err)
+			require.Contains(t, string(log), "idle-session timeout", "the server did close the app user's idle sessions")
+		}
 		fns.stop()
 	}
+	var idle string
+	require.NoError(t, super.QueryRow(ctx, `SELECT array_to_string(s.setconfig, ',') FROM pg_db_role_setting s
+		JOIN pg_roles r ON r.oid = s.setrole JOIN pg_database d ON d.oid = s.setdatabase
+		WHERE r.rolname = $1 AND d.datname = $2`, appUser, database).Scan(&idle))
+	require.Equal(t, "idle_session_timeout=60000ms", idle, "the setup bounds the app user's idle sessions")
 
 	// The purge jobs, once, as pg_cron runs them.
 	runPurges(t, super)
@@ -185,9 +208,11 @@ func (r *rig) rehearse(t *testing.T, a *pgtest.Aurora) string {
 	require.NoError(t, super.QueryRow(ctx, `SELECT count(*) FROM tasks`).Scan(&after))
 	require.Equal(t, tasks, after)
 
-	var cron string
-	require.NoError(t, super.QueryRow(ctx, `SELECT extversion FROM pg_extension WHERE extname = 'pg_cron'`).Scan(&cron))
-	return fmt.Sprintf("PostgreSQL %s, pg_cron %s, %s", version, cron, bouncerVersion(t))
+	cron := "pg_cron's SQL-only stand-in (the npm server has no pg_cron)"
+	if !fakeCron {
+		require.NoError(t, super.QueryRow(ctx, `SELECT 'pg_cron ' || extversion FROM pg_extension WHERE extname = 'pg_cron'`).Scan(&cron))
+	}
+	return fmt.Sprintf("PostgreSQL %s with %s and %s", version, cron, bouncerVersion(t))
 }
 
 // env returns a function's environment for a stage: the template's, as

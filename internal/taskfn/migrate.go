@@ -123,7 +123,9 @@ func (m *Migrator) as(user string) dbpool.Config {
 // Running it twice is harmless: the second run changes nothing.
 func (m *Migrator) Up(ctx context.Context) (MigrationSummary, error) {
 	if m.setup != nil {
-		connect := func(ctx context.Context, user string) (*pgxpool.Pool, error) { return dbpool.New(ctx, m.as(user)) }
+		connect := func(ctx context.Context, user string) (*pgxpool.Pool, error) {
+			return connectPatiently(ctx, m.as(user))
+		}
 		s, err := dbsetup.Apply(ctx, connect, *m.setup)
 		sum := MigrationSummary{Applied: make([]AppliedMigration, 0, len(s.Applied)), Version: s.Version, Setup: &s}
 		for _, name := range s.Applied {
@@ -151,6 +153,27 @@ func (m *Migrator) Up(ctx context.Context) (MigrationSummary, error) {
 		return sum, fmt.Errorf("taskfn: migrate: reading the version: %w", err)
 	}
 	return sum, nil
+}
+
+// connectRetry is how long the setup waits between connection attempts.
+const connectRetry = 2 * time.Second
+
+// connectPatiently connects as cfg says, trying again while the database
+// cannot be reached for now (dbpool.ErrUnreachable: a dev cluster resuming
+// from a pause, a proxy whose target is still registering), until ctx ends.
+// Any other failure is returned at once.
+func connectPatiently(ctx context.Context, cfg dbpool.Config) (*pgxpool.Pool, error) {
+	for {
+		pool, err := dbpool.New(ctx, cfg)
+		if err == nil || !errors.Is(err, dbpool.ErrUnreachable) {
+			return pool, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w (gave up: %w)", err, ctx.Err())
+		case <-time.After(connectRetry):
+		}
+	}
 }
 
 // versionOf reads the number a migration's file name starts with
