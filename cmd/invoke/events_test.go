@@ -79,6 +79,10 @@ func TestEventsUnderEmulator(t *testing.T) {
 			require.Equal(t, createdBody, resp.Body, "a replay is the first body, byte for byte")
 			require.Equal(t, "/tasks/"+createdID, header(resp, "Location"))
 		}},
+		{file: "create-task-auth0.json", function: "CreateTaskFunction", status: 201, check: func(t *testing.T, resp events.APIGatewayV2HTTPResponse, body map[string]any) {
+			require.Equal(t, "Sign in with Auth0", body["title"], "a subject that is not a UUID is a user")
+			require.NotEqual(t, createdID, body["id"])
+		}},
 		{file: "create-task-mismatch.json", function: "CreateTaskFunction", status: 422, code: "idempotency_key_reused"},
 		{file: "create-task-missing-key.json", function: "CreateTaskFunction", status: 400, code: "idempotency_key_missing"},
 		{file: "create-task-invalid-key.json", function: "CreateTaskFunction", status: 400, code: "idempotency_key_invalid"},

@@ -40,8 +40,8 @@
 //
 // The store is the one the environment names, as a program's would be
 // (package storeenv: IDEMPOTENCY_STORE, DATABASE_URL or the dbpool
-// variables, REDIS_URL); -store, -database-url, -schema, -redis-url and
-// -redis-prefix override it. A record is named as its request or call
+// variables, REDIS_URL, IDEMPOTENCY_TABLE); -store, -database-url, -schema,
+// -redis-url, -redis-prefix, -table and -dynamodb-prefix override it. A record is named as its request or call
 // named it (-sub and -key, with -key-format and -prefix as the handler's
 // Config has them; -function, -scope and -key for a Function or an
 // SQSHandler), or by the ids the store keeps (-user, -record-key), and

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ichido/ichido/pkg/idempotency"
+	"github.com/ichido/ichido/pkg/idempotency/dynamostore"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
 	"github.com/ichido/ichido/pkg/idempotency/redisstore"
 	"github.com/ichido/ichido/pkg/idempotency/storeenv"
@@ -19,6 +20,7 @@ import (
 // recordFlags are the flags of get, list and delete.
 type recordFlags struct {
 	store, databaseURL, schema, redisURL, redisPrefix string
+	table, dynamoPrefix                               string
 
 	sub, key, keyFormat, prefix string
 	function, scope             string
@@ -30,11 +32,13 @@ type recordFlags struct {
 }
 
 func (f *recordFlags) define(fs *flag.FlagSet, command string) {
-	fs.StringVar(&f.store, "store", "", "postgres or redis (default $IDEMPOTENCY_STORE, else postgres)")
+	fs.StringVar(&f.store, "store", "", "postgres, redis or dynamodb (default $IDEMPOTENCY_STORE, else postgres)")
 	fs.StringVar(&f.databaseURL, "database-url", "", "PostgreSQL URL (default $DATABASE_URL, or the dbpool variables)")
 	fs.StringVar(&f.schema, "schema", "", "schema of the key store (default: the connection's current schema)")
 	fs.StringVar(&f.redisURL, "redis-url", "", "Redis URL (default $REDIS_URL)")
 	fs.StringVar(&f.redisPrefix, "redis-prefix", "", "the Redis store's Options.KeyPrefix (default "+redisstore.DefaultKeyPrefix+")")
+	fs.StringVar(&f.table, "table", "", "the DynamoDB table (default $IDEMPOTENCY_TABLE; region, credentials and endpoint are the AWS SDK's)")
+	fs.StringVar(&f.dynamoPrefix, "dynamodb-prefix", "", "the DynamoDB store's Options.KeyPrefix (default none)")
 	fs.StringVar(&f.sub, "sub", "", "the user's subject, as the authorizer gave it (a UUID, or auth0|…)")
 	fs.StringVar(&f.key, "key", "", "the idempotency key as the client sent it; with -function, the function's key (an SQS message id, an event id)")
 	fs.StringVar(&f.keyFormat, "key-format", "uuid", "the handler's Config.KeyFormat: uuid or opaque")
@@ -71,6 +75,7 @@ func runRecords(ctx context.Context, command string, args []string, out io.Write
 	store, closeStore, err := storeenv.Open(ctx, f.env(getenv), &storeenv.Options{
 		Postgres: &pgstore.Options{Schema: f.schema},
 		Redis:    &redisstore.Options{KeyPrefix: f.redisPrefix},
+		DynamoDB: &dynamostore.Options{KeyPrefix: f.dynamoPrefix},
 	})
 	if err != nil {
 		return err
@@ -186,8 +191,12 @@ func (f *recordFlags) env(getenv func(string) string) func(string) string {
 			return f.redisURL
 		case name == "DB_AUTH" && getenv(name) == "" && (f.databaseURL != "" || getenv("DATABASE_URL") != ""):
 			return "url" // a URL alone means the URL mode
-		case name == redisstore.EnvURL && f.store == storeenv.Postgres:
-			return "" // -store postgres wins over a REDIS_URL set for something else
+		case name == storeenv.EnvTable && f.table != "":
+			return f.table
+		case name == redisstore.EnvURL && f.store != "" && f.store != storeenv.Redis:
+			return "" // -store wins over a REDIS_URL set for something else
+		case name == storeenv.EnvTable && f.store != "" && f.store != storeenv.DynamoDB:
+			return "" // and over an IDEMPOTENCY_TABLE
 		}
 		return getenv(name)
 	}

@@ -14,9 +14,11 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ichido/ichido/internal/dynamotest"
 	"github.com/ichido/ichido/internal/pgtest"
 	"github.com/ichido/ichido/internal/redistest"
 	"github.com/ichido/ichido/pkg/idempotency"
+	"github.com/ichido/ichido/pkg/idempotency/dynamostore"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
 	"github.com/ichido/ichido/pkg/idempotency/redisstore"
 )
@@ -55,6 +57,25 @@ func TestRecordCommands(t *testing.T) {
 			testRecordCommands(t, store, env, storeArgs)
 		})
 	}
+}
+
+// TestRecordCommandsDynamoDB is TestRecordCommands on a DynamoDB table.
+// Not parallel: the AWS SDK reads its endpoint and credentials from the
+// process's environment.
+func TestRecordCommandsDynamoDB(t *testing.T) {
+	srv := dynamotest.StartT(t)
+	t.Setenv("AWS_ENDPOINT_URL_DYNAMODB", srv.Endpoint)
+	t.Setenv("AWS_ACCESS_KEY_ID", "test")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
+	client := dynamotest.NewClientAt(srv.Endpoint, dynamotest.ClientOptions{})
+	store, err := dynamostore.New(client, &dynamostore.Options{Table: "keys", KeyPrefix: "svc:"})
+	require.NoError(t, err)
+	_, err = client.CreateTable(context.Background(), store.CreateTableInput())
+	require.NoError(t, err)
+	env := func(name string) string {
+		return map[string]string{"IDEMPOTENCY_STORE": "dynamodb", "AWS_REGION": dynamotest.Region}[name]
+	}
+	testRecordCommands(t, store, env, []string{"-table", "keys", "-dynamodb-prefix", "svc:"})
 }
 
 func testRecordCommands(t *testing.T, store idempotency.Store, env func(string) string, storeArgs []string) {

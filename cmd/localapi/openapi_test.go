@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"go/ast"
@@ -459,7 +460,11 @@ func TestOpenAPIResponses(t *testing.T) {
 
 	alice := mustToken(t, localapi.TokenOptions{Subject: uuid.NewString()})
 	bob := mustToken(t, localapi.TokenOptions{Subject: uuid.NewString()})
-	notUUID := mustToken(t, localapi.TokenOptions{Subject: "alice"})
+	auth0 := mustToken(t, localapi.TokenOptions{Subject: "auth0|" + uuid.NewString()})
+	// A token the gateway accepts but that names no subject: the functions
+	// answer it unauthenticated.
+	noSub := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"HS256","typ":"JWT"}`)) + "." +
+		base64.RawURLEncoding.EncodeToString([]byte(`{"username":"alice","exp":`+strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10)+`}`)) + ".c2ln"
 	expired := mustToken(t, localapi.TokenOptions{Subject: uuid.NewString(), TTL: time.Hour, Now: time.Now().Add(-2 * time.Hour)})
 	const (
 		post   = "POST /tasks"
@@ -546,14 +551,27 @@ func TestOpenAPIResponses(t *testing.T) {
 	x.send(call{route: patch, path: "/tasks/" + id, token: alice, key: patchKey, body: `{"status":"todo"}`, status: 422, code: idempotency.CodeKeyReused})
 	x.send(call{route: remove, path: "/tasks/" + id, token: alice, key: goneKey, status: 422, code: idempotency.CodeKeyReused})
 
-	// Tokens: none or expired is the gateway's own 401; a user id that is
-	// not a UUID reaches the functions, which answer unauthenticated.
+	// Tokens: none or expired is the gateway's own 401; one without a
+	// subject reaches the functions, which answer unauthenticated.
 	for _, route := range everyRoute {
 		path := pathOf(route)
 		x.send(call{route: route, path: path, key: keyFor(route), body: bodyOf(route), status: 401, gateway: true, request: requestInvalid})
 		x.send(call{route: route, path: path, token: expired, key: keyFor(route), body: bodyOf(route), status: 401, gateway: true})
-		x.send(call{route: route, path: path, token: notUUID, key: keyFor(route), body: bodyOf(route), status: 401, code: idempotency.CodeUnauthenticated})
+		x.send(call{route: route, path: path, token: noSub, key: keyFor(route), body: bodyOf(route), status: 401, code: idempotency.CodeUnauthenticated})
 	}
+
+	// A subject that is not a UUID (Auth0's) is a user of its own: it
+	// creates and replays its tasks, lists them, and sees nobody else's.
+	auth0Key := uuid.NewString()
+	own := x.send(call{route: post, token: auth0, key: auth0Key, body: `{"title":"From Auth0"}`, status: 201, request: requestValid})
+	x.send(call{route: post, token: auth0, key: auth0Key, body: `{"title":"From Auth0"}`, status: 201, replayed: true, request: requestValid})
+	ownID, _ := own.json["id"].(string)
+	require.NotEmpty(t, ownID)
+	x.send(call{route: get, path: "/tasks/" + ownID, token: auth0, status: 200, request: requestValid})
+	x.send(call{route: get, path: "/tasks/" + ownID, token: alice, status: 404, code: problem.CodeNotFound, request: requestValid})
+	ownPage := x.send(call{route: list, token: auth0, status: 200, request: requestValid})
+	ownTasks, _ := ownPage.json["tasks"].([]any)
+	require.Len(t, ownTasks, 1, "the Auth0 user's own task, and nobody else's")
 
 	// The same key while its first request still runs: the first requests
 	// wait on a lock of the tasks table after claiming their keys.

@@ -17,6 +17,7 @@ import (
 // The fixed ids of the sample events (events/README.md).
 const (
 	eventUser      = "7d4c1f9e-3b2a-4c8d-9e6f-1a2b3c4d5e6f"
+	eventAuth0User = "auth0|6543210fedcba"
 	eventTask      = "5b7d1c2e-9f3a-4e6b-8c1d-2a3b4c5d6e7f"
 	eventCreateKey = "8e03978e-40d5-43e8-bc93-6894a57f9324"
 )
@@ -37,6 +38,7 @@ var sampleEvents = map[string]sampleEvent{
 	"create-task-missing-key.json": {"CreateTaskFunction", "POST /tasks", "400", "", true},
 	"create-task-invalid-key.json": {"CreateTaskFunction", "POST /tasks", "400", "invalid", true},
 	"create-task-no-identity.json": {"CreateTaskFunction", "POST /tasks", "401", "v4", false},
+	"create-task-auth0.json":       {"CreateTaskFunction", "POST /tasks", "201", "v4", true},
 	"list-tasks.json":              {"ListTasksFunction", "GET /tasks", "200", "", true},
 	"get-task.json":                {"GetTaskFunction", "GET /tasks/{id}", "200", "", true},
 	"update-task.json":             {"UpdateTaskFunction", "PATCH /tasks/{id}", "200", "v4", true},
@@ -148,7 +150,11 @@ func TestEventsAreHTTPAPIEvents(t *testing.T) {
 			if want.identity {
 				require.NotNil(t, ev.RequestContext.Authorizer)
 				require.NotNil(t, ev.RequestContext.Authorizer.JWT)
-				require.Equal(t, eventUser, ev.RequestContext.Authorizer.JWT.Claims["sub"])
+				user := eventUser
+				if name == "create-task-auth0.json" {
+					user = eventAuth0User // another identity provider's subject
+				}
+				require.Equal(t, user, ev.RequestContext.Authorizer.JWT.Claims["sub"])
 			} else {
 				require.Nil(t, ev.RequestContext.Authorizer)
 			}

@@ -178,3 +178,43 @@ func ExampleConfig_keyPrefix() {
 	// true completed {"run":1}
 	// 4e860ed1-ded9-8787-90c0-f31f9327839f 5163f5a0-ff06-8679-a8ac-2e86e510330a
 }
+
+// The same options for a typed function (and an SQSHandler): a key prefix
+// per service, calls without a key run unprotected, and a hook sees every
+// repeat answered from a stored result. FunctionRecordID names a call's
+// record as the store keeps it.
+func ExampleFunctionConfig_options() {
+	type order struct{ ID string }
+	runs := 0
+	charge, err := idempotency.Function(func(ctx context.Context, o order) (string, error) {
+		runs++
+		return fmt.Sprintf("charged %s (run %d)", o.ID, runs), nil
+	}, idempotency.FunctionConfig[order]{
+		Store:           memstore.New(),
+		Name:            "charge-order",
+		Key:             func(_ context.Context, o order) (string, error) { return o.ID, nil },
+		KeyPrefix:       "billing",
+		AllowMissingKey: true,
+		OnReplay: func(_ context.Context, r *idempotency.Replay) {
+			fmt.Println("replayed", r.Key, r.Response.Body)
+		},
+		Logger:  slog.New(slog.NewJSONHandler(io.Discard, nil)),
+		Metrics: io.Discard,
+	})
+	if err != nil {
+		panic(err)
+	}
+	for _, o := range []order{{"ord-1842"}, {"ord-1842"}, {""}, {""}} {
+		out, _ := charge(context.Background(), o)
+		fmt.Println(out)
+	}
+	user, key := idempotency.FunctionRecordID("billing", "charge-order", "", "ord-1842")
+	fmt.Println(user, key)
+	// Output:
+	// charged ord-1842 (run 1)
+	// replayed ord-1842 "charged ord-1842 (run 1)"
+	// charged ord-1842 (run 1)
+	// charged  (run 2)
+	// charged  (run 3)
+	// 35f7ab5f-17b8-8b08-98aa-b470afd6433b 5163f5a0-ff06-8679-a8ac-2e86e510330a
+}

@@ -247,8 +247,8 @@ type Checker interface {
 // Admin is an optional capability of a Store: reading and deleting records
 // by user and key, for operators (cmd/keystore's get, list and delete
 // commands) and for the record's times that Config.OnReplay is given when
-// the claim did not return them. pgstore, redisstore and memstore
-// implement it. None of it is on a request's hot path, except Get for a
+// the claim did not return them. pgstore, redisstore, dynamostore and
+// memstore implement it. None of it is on a request's hot path, except Get for a
 // replay hook on a store whose claim returns no times (pgstore).
 //
 // A record whose ExpiresAt has passed (by the server's clock, where there

@@ -182,8 +182,10 @@ func TestBadInput(t *testing.T) {
 		gatewaySays("token not a JWT", withAuth(postKey(newKey()), "Bearer nonsense"), 401, gatewayUnauthorized),
 		gatewaySays("token expired", withAuth(postKey(newKey()), "Bearer "+rawToken(map[string]any{"sub": alice, "exp": time.Now().Add(-time.Hour).Unix()})), 401, gatewayUnauthorized),
 		gatewaySays("no token on a read", call{method: http.MethodGet, path: "/tasks"}, 401, gatewayUnauthorized),
-		{name: "sub not a UUID", c: asUser(postKey(newKey()), "alice"), status: 401, code: idempotency.CodeUnauthenticated},
-		{name: "sub not a UUID on a read", c: call{method: http.MethodGet, path: "/tasks", sub: "alice"}, status: 401, code: idempotency.CodeUnauthenticated},
+		{name: "sub not a UUID: a user of its own (SubjectUUID)", c: asUser(postKey(newKey()), "auth0|alice"), status: 201, tasks: 1, keys: 1,
+			check: func(t *testing.T, a answer) { require.False(t, a.replayed()) }},
+		{name: "sub not a UUID on a read: its own tasks only", c: call{method: http.MethodGet, path: "/tasks", sub: "google-oauth2|110169484474386276334"}, status: 200,
+			check: func(t *testing.T, a answer) { require.JSONEq(t, `{"tasks":[],"next":null}`, string(a.body)) }},
 		{name: "token without sub", c: withAuth(postKey(newKey()), "Bearer "+rawToken(map[string]any{"username": "alice"})), status: 401, code: idempotency.CodeUnauthenticated},
 		notFound("another user's task, GET", call{method: http.MethodGet, path: "/tasks/" + aliceTask, sub: bob}, 0),
 		notFound("another user's task, PATCH", call{method: http.MethodPatch, path: "/tasks/" + aliceTask, keys: []string{newKey()}, body: []byte(`{"title":"mine"}`), sub: bob}, 1),
@@ -248,7 +250,7 @@ func TestBadInput(t *testing.T) {
 				var status, code int
 				require.NoError(t, db.Pool.QueryRow(context.Background(),
 					`SELECT CASE status WHEN 'completed' THEN 1 ELSE 0 END, coalesce(status_code, 0) FROM idempotency_keys WHERE user_id = $1 AND key = $2`,
-					tc.c.sub, strings.ToLower(strings.Trim(tc.c.keys[0], `"`))).Scan(&status, &code))
+					idempotency.SubjectUUID(tc.c.sub), strings.ToLower(strings.Trim(tc.c.keys[0], `"`))).Scan(&status, &code))
 				require.Equal(t, 1, status, "the answer is stored")
 				require.Equal(t, tc.status, code)
 			}
@@ -288,9 +290,9 @@ func TestBadInput(t *testing.T) {
 	}
 	record(t, Result{
 		Case:  "bad input through the local API",
-		Tried: "keys (missing, empty, UUID v1/v7, wrong variant, too long, non-ASCII, two values, quoted and bare, reused), bodies (invalid JSON, wrong types, unknown fields, duplicates, invalid UTF-8, NUL, 20 000-deep nesting, 64 KiB, 7 MB, 11 MB, bad base64), identity (no or bad token, sub not a UUID, another user's task, cursor and key), paths (ids not UUIDs, unknown ids, unknown routes), limits and cursors",
+		Tried: "keys (missing, empty, UUID v1/v7, wrong variant, too long, non-ASCII, two values, quoted and bare, reused), bodies (invalid JSON, wrong types, unknown fields, duplicates, invalid UTF-8, NUL, 20 000-deep nesting, 64 KiB, 7 MB, 11 MB, bad base64), identity (no or bad token, a sub that is not a UUID, another user's task, cursor and key), paths (ids not UUIDs, unknown ids, unknown routes), limits and cursors",
 		Times: len(cases) + 1,
-		Seen: fmt.Sprintf("%d refused with their documented 4xx (problem+json with a stable code, or API Gateway's own 401/404/413 body), %d accepted as documented (another user's key is another record); bad base64 %d; no 5xx; row counts changed only where a 4xx is stored as the key's answer",
+		Seen: fmt.Sprintf("%d refused with their documented 4xx (problem+json with a stable code, or API Gateway's own 401/404/413 body), %d accepted as documented (another user's key is another record; a subject that is not a UUID is a user of its own); bad base64 %d; no 5xx; row counts changed only where a 4xx is stored as the key's answer",
 			fourxx, len(cases)+1-fourxx, base64Status),
 		Lost: lostSummary(map[string]int{"failed cases": failed}),
 	})

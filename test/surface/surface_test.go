@@ -82,7 +82,7 @@ func TestEntryPointsHaveRunnableExamples(t *testing.T) {
 	want := map[string][]string{
 		"pkg/idempotency": {"ExampleWrap", "ExampleMiddleware", "ExampleFunction", "ExampleSQSHandler",
 			"ExampleSubjectUUID", "ExampleConfig_keyFormat", "ExampleConfig_allowMissingKey", "ExampleBodyKey",
-			"ExampleConfig_onReplay", "ExampleConfig_keyPrefix"},
+			"ExampleConfig_onReplay", "ExampleConfig_keyPrefix", "ExampleFunctionConfig_options"},
 		"pkg/idempotency/pgstore":     {"ExampleNew", "ExampleMigrate"},
 		"pkg/idempotency/redisstore":  {"ExampleNew"},
 		"pkg/idempotency/dynamostore": {"ExampleNew"},

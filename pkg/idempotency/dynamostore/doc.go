@@ -113,4 +113,12 @@
 // record. Throttling, server errors, timeouts and the network are
 // transient. Check runs DescribeTable at start-up: the table, its key
 // schema, and the role's access, before the first request.
+//
+// # Operators
+//
+// The store implements idempotency.Admin (cmd/keystore's get, list and
+// delete): Get is a strongly consistent GetItem, Delete a DeleteItem, and
+// List a Scan of the table (a Query of one user's records on a table with a
+// sort key). They need an operator's grants (GetItem, DeleteItem, Scan,
+// Query), which the functions' role does not have.
 package dynamostore
