@@ -1,7 +1,7 @@
 // Package history checks recorded histories of the real engine on the real
 // stores under faults. Several worker processes (the test binary run again),
-// each with many goroutines, call one idempotent Function over PostgreSQL
-// and Redis with random keys, payloads and handler outcomes (success,
+// each with many goroutines, call one idempotent Function over PostgreSQL,
+// Redis and DynamoDB (moto's server) with random keys, payloads and handler outcomes (success,
 // error, panic, slow), while faults are injected: replies lost after the
 // store acted (a loopback proxy, idempotencytest.ReplyCutter, in front of
 // each worker's store connection), SIGSTOP pauses longer than a lease,

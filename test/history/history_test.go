@@ -28,9 +28,11 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ichido/ichido/internal/dynamotest"
 	"github.com/ichido/ichido/internal/pgtest"
 	"github.com/ichido/ichido/internal/redistest"
 	"github.com/ichido/ichido/pkg/idempotency"
+	"github.com/ichido/ichido/pkg/idempotency/dynamostore"
 	"github.com/ichido/ichido/pkg/idempotency/idempotencytest"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
 	"github.com/ichido/ichido/pkg/idempotency/redisstore"
@@ -67,6 +69,7 @@ const (
 	envProc  = "ICHIDO_HISTORY_PROC"
 	envConc  = "ICHIDO_HISTORY_GOROUTINES"
 	envStart = "ICHIDO_HISTORY_START"
+	envTable = "ICHIDO_HISTORY_TABLE"
 	// envBroken, when set, has the workers use leaseIgnoringStore.
 	envBroken = "ICHIDO_HISTORY_BROKEN"
 )
@@ -291,6 +294,12 @@ func TestHistoryWorker(t *testing.T) {
 		c := redis.NewClient(&redis.Options{Addr: cutter.Addr(), DialTimeout: time.Second, ReadTimeout: time.Second, MaxRetries: -1})
 		defer c.Close()
 		store = redisstore.New(c, nil)
+	case "dynamodb":
+		cutter = idempotencytest.NewReplyCutter(t, os.Getenv(envAddr))
+		client := dynamotest.NewClientAt("http://"+cutter.Addr(), dynamotest.ClientOptions{MaxAttempts: 1})
+		st, err := dynamostore.New(client, &dynamostore.Options{Table: os.Getenv(envTable)})
+		require.NoError(t, err)
+		store = st
 	default:
 		t.Fatalf("unknown store %q", kind)
 	}
@@ -345,12 +354,14 @@ func TestHistoryWorker(t *testing.T) {
 
 // storeUnderTest is one store the histories run on.
 type storeUnderTest struct {
-	kind string
-	addr string // what a worker connects to (through its own proxy)
-	open func(t *testing.T) idempotency.Store
+	kind  string
+	addr  string // what a worker connects to (through its own proxy)
+	table string // DynamoDB's table
+	open  func(t *testing.T) idempotency.Store
 }
 
-// TestHistory runs the histories on PostgreSQL and Redis.
+// TestHistory runs the histories on PostgreSQL, Redis and DynamoDB (moto's
+// server).
 func TestHistory(t *testing.T) {
 	if os.Getenv(envStore) != "" {
 		t.Skip("a worker process")
@@ -367,6 +378,14 @@ func TestHistory(t *testing.T) {
 				t.Cleanup(func() { _ = c.Close() })
 				return redisstore.New(c, nil)
 			}}
+		},
+		func(t *testing.T) storeUnderTest {
+			srv := dynamotest.StartT(t)
+			client := dynamotest.NewClientAt(srv.Endpoint, dynamotest.ClientOptions{})
+			st, err := dynamostore.New(client, &dynamostore.Options{Table: dynamotest.TableName(t)})
+			require.NoError(t, err)
+			dynamotest.CreateTable(t, client, st.CreateTableInput())
+			return storeUnderTest{kind: "dynamodb", addr: srv.Addr(), table: st.Table(), open: func(t *testing.T) idempotency.Store { return st }}
 		},
 	}
 	for _, newStore := range stores {
@@ -439,7 +458,7 @@ func recordHistory(t *testing.T, st storeUnderTest, size historySize, broken boo
 			w.cmd.Env = append(w.cmd.Env, envBroken+"=1")
 		}
 		w.cmd.Env = append(w.cmd.Env,
-			envStore+"="+st.kind, envAddr+"="+st.addr, envLog+"="+w.log,
+			envStore+"="+st.kind, envAddr+"="+st.addr, envTable+"="+st.table, envLog+"="+w.log,
 			envSeed+"="+strconv.FormatInt(seed, 10), envSkew+"="+strconv.FormatInt(int64(w.skew), 10),
 			envUntil+"="+strconv.FormatInt(until.UnixNano(), 10), envStart+"="+strconv.FormatInt(start.UnixNano(), 10), envKeys+"="+strconv.Itoa(keys),
 			envName+"="+name, envProc+"="+strconv.Itoa(proc), envConc+"="+strconv.Itoa(goroutines))
