@@ -429,6 +429,9 @@
 //	Renewal         the input of Renew: a lease renewed while a run lasts
 //	Ref             one record (UserID, Key) and the owner token that claims it
 //	Record, Status  a record as kept: in progress (leased) or completed
+//	Claim.Inserted, Claim.Found, Record.Live
+//	                the claim's two answers and the liveness rule, so that a
+//	                store need not write them again
 //	StoredResponse  the response a replay returns, byte for byte, or the
 //	                not-kept marker (NotKept) of a response too large to keep
 //	ErrLeaseLost    what Complete, Release and Renew return when the token

@@ -157,6 +157,41 @@ type Claim struct {
 	ExpiresAt time.Time
 }
 
+// Inserted is the answer of a claim that wrote the caller's record: that
+// record, in progress and owned by c.Owner, with its times at the microsecond
+// precision the stores keep. A store calls it when its write inserted or took
+// over the record.
+func (c Claim) Inserted() ClaimResult {
+	return ClaimResult{Claimed: true, Record: Record{
+		UserID:      c.UserID,
+		Key:         c.Key,
+		Owner:       c.Owner,
+		RequestHash: c.RequestHash,
+		Status:      StatusInProgress,
+		CreatedAt:   time.UnixMicro(c.Now.UnixMicro()).UTC(),
+		LeaseUntil:  time.UnixMicro(c.LeaseUntil.UnixMicro()).UTC(),
+		ExpiresAt:   time.UnixMicro(c.ExpiresAt.UnixMicro()).UTC(),
+	}}
+}
+
+// Found is the answer of a claim that found rec live: the caller's own
+// in-progress claim of the same request again (a lost reply) counts as
+// claimed; any other record is returned as it is, not claimed.
+func (c Claim) Found(rec Record) ClaimResult {
+	if rec.Status == StatusInProgress && rec.Owner == c.Owner && rec.RequestHash == c.RequestHash {
+		return ClaimResult{Claimed: true, Record: rec}
+	}
+	return ClaimResult{Record: rec}
+}
+
+// Live reports whether rec counts as present at now (for a claim, the
+// earlier of the caller's and the server's clock): not expired, and
+// completed or in progress with a lease that has not run out. A record that
+// is not live is taken over as if absent.
+func (rec Record) Live(now time.Time) bool {
+	return rec.ExpiresAt.After(now) && (rec.Status == StatusCompleted || rec.LeaseUntil.After(now))
+}
+
 // ClaimResult is the output of Store.Claim.
 type ClaimResult struct {
 	// Claimed is true when the caller's owner token now holds the record

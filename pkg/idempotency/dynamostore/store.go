@@ -266,7 +266,7 @@ func (s *Store) Claim(ctx context.Context, c idempotency.Claim) (idempotency.Cla
 			return idempotency.ClaimResult{}, s.storeError(ctx, "claim", err)
 		}
 		if cur == nil {
-			return claimed(c), nil
+			return c.Inserted(), nil
 		}
 		rec, err := s.decodeItem(c.UserID, c.Key, cur)
 		if err != nil {
@@ -278,8 +278,8 @@ func (s *Store) Claim(ctx context.Context, c idempotency.Claim) (idempotency.Cla
 		if serverNow.Before(now) {
 			now = serverNow
 		}
-		if present(rec, now) {
-			return existing(c, rec), nil
+		if rec.Live(now) {
+			return c.Found(rec), nil
 		}
 		in = s.takeoverInput(item, rec)
 	}
@@ -338,35 +338,6 @@ func serverClock(err error, received time.Time) time.Time {
 		}
 	}
 	return time.Now()
-}
-
-// present reports whether rec counts as present at now: not expired, and
-// completed or in progress with a live lease.
-func present(rec idempotency.Record, now time.Time) bool {
-	return rec.ExpiresAt.After(now) && (rec.Status == idempotency.StatusCompleted || rec.LeaseUntil.After(now))
-}
-
-// existing is the claim's answer when it finds rec live: the caller's own
-// claim of the same request again (a lost reply), or rec as it is.
-func existing(c idempotency.Claim, rec idempotency.Record) idempotency.ClaimResult {
-	if rec.Status == idempotency.StatusInProgress && rec.Owner == c.Owner && rec.RequestHash == c.RequestHash {
-		return idempotency.ClaimResult{Claimed: true, Record: rec}
-	}
-	return idempotency.ClaimResult{Record: rec}
-}
-
-// claimed is the caller's record as its claim wrote it.
-func claimed(c idempotency.Claim) idempotency.ClaimResult {
-	return idempotency.ClaimResult{Claimed: true, Record: idempotency.Record{
-		UserID:      c.UserID,
-		Key:         c.Key,
-		Owner:       c.Owner,
-		RequestHash: c.RequestHash,
-		Status:      idempotency.StatusInProgress,
-		CreatedAt:   time.UnixMicro(c.Now.UnixMicro()).UTC(),
-		LeaseUntil:  time.UnixMicro(c.LeaseUntil.UnixMicro()).UTC(),
-		ExpiresAt:   time.UnixMicro(c.ExpiresAt.UnixMicro()).UTC(),
-	}}
 }
 
 // takeoverInput is the PutItem that replaces seen with item, conditioned

@@ -58,32 +58,12 @@ func (s *Store) Claim(ctx context.Context, c idempotency.Claim) (idempotency.Cla
 		now = own
 	}
 	k := id{c.UserID, c.Key}
-	if rec, ok := s.records[k]; ok && live(rec, now) {
-		if rec.Status == idempotency.StatusInProgress && rec.Owner == c.Owner && rec.RequestHash == c.RequestHash {
-			return idempotency.ClaimResult{Claimed: true, Record: rec}, nil
-		}
-		return idempotency.ClaimResult{Record: rec}, nil
+	if rec, ok := s.records[k]; ok && rec.Live(now) {
+		return c.Found(rec), nil
 	}
-	rec := idempotency.Record{
-		UserID:      c.UserID,
-		Key:         c.Key,
-		Owner:       c.Owner,
-		RequestHash: c.RequestHash,
-		Status:      idempotency.StatusInProgress,
-		CreatedAt:   c.Now,
-		LeaseUntil:  c.LeaseUntil,
-		ExpiresAt:   c.ExpiresAt,
-	}
-	s.records[k] = rec
-	return idempotency.ClaimResult{Claimed: true, Record: rec}, nil
-}
-
-// live reports whether rec counts as present at now.
-func live(rec idempotency.Record, now time.Time) bool {
-	if !rec.ExpiresAt.After(now) {
-		return false
-	}
-	return rec.Status != idempotency.StatusInProgress || rec.LeaseUntil.After(now)
+	res := c.Inserted()
+	s.records[k] = res.Record
+	return res, nil
 }
 
 // Complete implements idempotency.Store.

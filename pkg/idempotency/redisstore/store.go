@@ -209,7 +209,7 @@ func (s *Store) claim(ctx context.Context, key string, c idempotency.Claim, valu
 	_ = s.client.Process(ctx, set)
 	cur, err := set.Result()
 	if errors.Is(err, redis.Nil) {
-		return claimed(c), nil
+		return c.Inserted(), nil
 	}
 	if err != nil {
 		return idempotency.ClaimResult{}, err
@@ -218,8 +218,8 @@ func (s *Store) claim(ctx context.Context, key string, c idempotency.Claim, valu
 	if err != nil {
 		return idempotency.ClaimResult{}, err
 	}
-	if present(rec, c.Now.UnixMicro()) {
-		return existing(c, rec), nil
+	if rec.Live(time.UnixMicro(c.Now.UnixMicro())) { // the record's times are whole µs
+		return c.Found(rec), nil
 	}
 	reply, err := takeoverScript.Run(ctx, s.client, []string{key}, value, c.Now.UnixMicro(), ttl).Result()
 	if err != nil {
@@ -227,47 +227,17 @@ func (s *Store) claim(ctx context.Context, key string, c idempotency.Claim, valu
 	}
 	switch r := reply.(type) {
 	case int64:
-		return claimed(c), nil
+		return c.Inserted(), nil
 	case string:
 		// Live by the earlier of the two clocks: the answer, whatever the
 		// caller's clock says.
 		if rec, err = decodeRecord(c.UserID, c.Key, r); err != nil {
 			return idempotency.ClaimResult{}, err
 		}
-		return existing(c, rec), nil
+		return c.Found(rec), nil
 	default:
 		return idempotency.ClaimResult{}, fmt.Errorf("malformed takeover reply: %T", reply)
 	}
-}
-
-// present reports whether rec counts as present at now (Unix µs): not
-// expired, and completed or in progress with a live lease.
-func present(rec idempotency.Record, now int64) bool {
-	return rec.ExpiresAt.UnixMicro() > now &&
-		(rec.Status == idempotency.StatusCompleted || rec.LeaseUntil.UnixMicro() > now)
-}
-
-// existing is the claim's answer when it finds rec live: the caller's own
-// claim of the same request again (a lost reply), or rec as it is.
-func existing(c idempotency.Claim, rec idempotency.Record) idempotency.ClaimResult {
-	if rec.Status == idempotency.StatusInProgress && rec.Owner == c.Owner && rec.RequestHash == c.RequestHash {
-		return idempotency.ClaimResult{Claimed: true, Record: rec}
-	}
-	return idempotency.ClaimResult{Record: rec}
-}
-
-// claimed is the caller's record as its claim wrote it.
-func claimed(c idempotency.Claim) idempotency.ClaimResult {
-	return idempotency.ClaimResult{Claimed: true, Record: idempotency.Record{
-		UserID:      c.UserID,
-		Key:         c.Key,
-		Owner:       c.Owner,
-		RequestHash: c.RequestHash,
-		Status:      idempotency.StatusInProgress,
-		CreatedAt:   time.UnixMicro(c.Now.UnixMicro()).UTC(),
-		LeaseUntil:  time.UnixMicro(c.LeaseUntil.UnixMicro()).UTC(),
-		ExpiresAt:   time.UnixMicro(c.ExpiresAt.UnixMicro()).UTC(),
-	}}
 }
 
 // Complete implements idempotency.Store. The write is fenced by the owner
