@@ -112,7 +112,7 @@ func (b *bench) beyond(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if res.Postgres, err = compare(ctx, p, []sideSpec{{"floor (SELECT 1)", selectOne}, dec[0], cached}); err != nil {
+	if res.Postgres, err = compareInTurn(ctx, p, []sideSpec{{"floor (SELECT 1)", selectOne}, dec[0], cached}); err != nil {
 		return err
 	}
 	logSides("postgres", res.Postgres)
@@ -128,7 +128,7 @@ func (b *bench) beyond(ctx context.Context) error {
 		if cached, err = b.cachedReplaySide(ctx, rstore); err != nil {
 			return err
 		}
-		if res.Redis, err = compare(ctx, p, []sideSpec{{"floor (PING)", ping}, dec[0], cached, dec[1]}); err != nil {
+		if res.Redis, err = compareInTurn(ctx, p, []sideSpec{{"floor (PING)", ping}, dec[0], cached, dec[1]}); err != nil {
 			return err
 		}
 		logSides("redis", res.Redis)

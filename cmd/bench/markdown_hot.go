@@ -89,7 +89,7 @@ func (b *bench) hotPathMarkdown(w *strings.Builder) {
 	}
 	if br := r.Beyond; br != nil {
 		p("## 1e. Past the round-trip floor: local cache, waiting duplicates\n\n")
-		p("A replay answered from the local cache (`Config.LocalCache`: a completed record kept in the execution environment) makes no round trip, against the floor and the store's replay, one client, exec mode (ADR 0097). The calls carry a deadline, as a Lambda invocation does, so no heartbeat runs.\n\n")
+		p("A replay answered from the local cache (`Config.LocalCache`: a completed record kept in the execution environment) makes no round trip, against the floor and the store's replay, one client, exec mode (ADR 0097). The calls carry a deadline, as a Lambda invocation does, so no heartbeat runs. The sides are measured turn by turn: each turn calls every side once, in an order that rotates, so that the floor and what is compared with it meet the machine in the same moments (a loopback round trip here moves between about 0.03 and 0.15 ms from one second to the next, as idle cores sleep and wake); a side's ops/s is that of its own calls.\n\n")
 		p("**PostgreSQL**\n\n%s\n", sideTable(br.Postgres, 0, false))
 		if len(br.Redis) > 0 {
 			p("**Redis** (with the first request, whose client-side cost item 5 of the work is about)\n\n%s\n", sideTable(br.Redis, 0, false))

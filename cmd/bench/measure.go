@@ -199,3 +199,73 @@ func logSides(what string, sides []Side) {
 		}
 	}
 }
+
+// compareInTurn measures the sides of a comparison op by op, one client:
+// each turn runs every side once (the order rotating from turn to turn), so
+// that whatever state the machine is in (a core asleep, a neighbour's load)
+// every side meets it in the same moment, not in runs seconds apart. A ratio
+// between two sides of one repetition then compares like with like. Each
+// repetition lasts p.dur for each side (or p.maxOps turns); a side's Seconds and
+// Throughput are those of its own calls. Sides are warmed up together first.
+func compareInTurn(ctx context.Context, p plan, specs []sideSpec) ([]Side, error) {
+	turns := func(dur time.Duration) ([]Run, error) {
+		runs := make([]Run, len(specs))
+		consecutive := make([]int, len(specs))
+		deadline := time.Now().Add(dur)
+		for turn := 0; turn < p.maxOps && time.Now().Before(deadline); turn++ {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			for j := range specs {
+				i := (turn + j) % len(specs)
+				r := &runs[i]
+				d, err := specs[i].op(ctx, 0)
+				if err != nil {
+					r.Errors++
+					if r.FirstError == "" {
+						r.FirstError = err.Error()
+					}
+					if consecutive[i]++; consecutive[i] >= maxConsecutiveErrors {
+						return nil, fmt.Errorf("%s: %s", specs[i].name, r.FirstError)
+					}
+					continue
+				}
+				consecutive[i] = 0
+				r.Seconds += d.Seconds()
+				r.latencies = append(r.latencies, ms(d))
+				r.offsets = append(r.offsets, r.Seconds)
+			}
+		}
+		for i := range runs {
+			r := &runs[i]
+			r.Clients, r.Ops = 1, len(r.latencies)
+			if r.Seconds > 0 {
+				r.Throughput = float64(r.Ops) / r.Seconds
+			}
+			r.P50Ms, r.P99Ms, r.MaxMs = quantile(r.latencies, 0.50), quantile(r.latencies, 0.99), quantile(r.latencies, 1)
+		}
+		return runs, nil
+	}
+	if p.warm > 0 {
+		if _, err := turns(p.warm); err != nil {
+			return nil, err
+		}
+	}
+	sides := make([]Side, len(specs))
+	for i, s := range specs {
+		sides[i].Name = s.name
+	}
+	for range p.reps {
+		runs, err := turns(p.dur * time.Duration(len(specs)))
+		if err != nil {
+			return nil, err
+		}
+		for i := range sides {
+			sides[i].Runs = append(sides[i].Runs, runs[i])
+		}
+	}
+	for i := range sides {
+		sides[i].summarise()
+	}
+	return sides, nil
+}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/google/uuid"
@@ -34,7 +35,22 @@ func benchRequest(key string) events.APIGatewayV2HTTPRequest {
 	return req
 }
 
+// BenchmarkWrapFirstRequest is a first request with a deadline, as every
+// Lambda invocation has: the lease runs to the deadline and no heartbeat
+// starts.
 func BenchmarkWrapFirstRequest(b *testing.B) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	benchFirstRequest(b, ctx)
+}
+
+// BenchmarkWrapFirstRequestHeartbeat is a first request without a
+// deadline, as net/http serves one: its lease is renewed by a heartbeat.
+func BenchmarkWrapFirstRequestHeartbeat(b *testing.B) {
+	benchFirstRequest(b, context.Background())
+}
+
+func benchFirstRequest(b *testing.B, ctx context.Context) {
 	h, err := idempotency.Wrap(v2Handler(created), benchConfig())
 	if err != nil {
 		b.Fatal(err)
@@ -46,7 +62,7 @@ func BenchmarkWrapFirstRequest(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
-		if _, err := h(context.Background(), reqs[i]); err != nil {
+		if _, err := h(ctx, reqs[i]); err != nil {
 			b.Fatal(err)
 		}
 	}

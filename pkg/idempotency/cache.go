@@ -66,6 +66,7 @@ type cacheKey struct{ userID, key string }
 type cacheEntry struct {
 	id          cacheKey
 	requestHash string
+	raw         rawDigest // of the request whose fingerprint is requestHash; may be zero
 	response    StoredResponse
 	expiresAt   time.Time
 	deadline    time.Time // time.Now()-based: carries the monotonic reading
@@ -104,11 +105,33 @@ func (c *recordCache) get(userID, key string, now time.Time) (cacheEntry, bool) 
 	return *e, true
 }
 
+// hashOf returns the fingerprint of the request whose raw digest is raw
+// when the entry of (userID, key) was stored for that very request. The
+// answer is a function of raw alone, so an entry's age does not matter here
+// (the claim checks it); a zero raw is never matched.
+func (c *recordCache) hashOf(userID, key string, raw rawDigest) (string, bool) {
+	if raw == (rawDigest{}) {
+		return "", false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el, ok := c.index[cacheKey{userID, key}]
+	if !ok {
+		return "", false
+	}
+	e := el.Value.(*cacheEntry)
+	if e.raw != raw {
+		return "", false
+	}
+	return e.requestHash, true
+}
+
 // put keeps the completed record of (userID, key), whose expiry is
-// expiresAt on Config.Clock, now being that clock's current time. The
-// oldest entries make room; a record that alone exceeds the bytes bound, or
-// has expired already, is not kept.
-func (c *recordCache) put(userID, key, requestHash string, resp StoredResponse, now, expiresAt time.Time) {
+// expiresAt on Config.Clock, now being that clock's current time; raw is
+// the raw digest of a request whose fingerprint is requestHash, or zero.
+// The oldest entries make room; a record that alone exceeds the bytes
+// bound, or has expired already, is not kept.
+func (c *recordCache) put(userID, key, requestHash string, raw rawDigest, resp StoredResponse, now, expiresAt time.Time) {
 	left := expiresAt.Sub(now)
 	if left <= 0 {
 		return
@@ -116,6 +139,7 @@ func (c *recordCache) put(userID, key, requestHash string, resp StoredResponse, 
 	e := &cacheEntry{
 		id:          cacheKey{userID, key},
 		requestHash: requestHash,
+		raw:         raw,
 		response:    resp,
 		expiresAt:   expiresAt,
 		deadline:    time.Now().Add(left),

@@ -118,7 +118,7 @@ func (e *engine) claim(ctx context.Context, obs *observation, userID, key, hash 
 	if res.Claimed {
 		obs.claimed = true
 	} else {
-		e.keep(userID, key, res.Record)
+		e.keep(userID, key, res.Record, obs)
 	}
 	return ref, res, nil
 }
@@ -142,11 +142,19 @@ func (e *engine) cached(userID, key string, now time.Time) (ClaimResult, bool) {
 
 // keep puts a completed record that a claim found into the local cache,
 // when the store reported its expiry (a store may leave it zero).
-func (e *engine) keep(userID, key string, rec Record) {
+//
+// The raw digest of this request is kept with it only when the record is
+// this request's (the same fingerprint): a record another request made must
+// never lend its fingerprint to this one's bytes.
+func (e *engine) keep(userID, key string, rec Record, obs *observation) {
 	if e.cache == nil || rec.Status != StatusCompleted || rec.Response == nil || rec.ExpiresAt.IsZero() {
 		return
 	}
-	e.cache.put(userID, key, rec.RequestHash, *rec.Response, e.clock(), rec.ExpiresAt)
+	var raw rawDigest
+	if rec.RequestHash == obs.hash {
+		raw = obs.raw
+	}
+	e.cache.put(userID, key, rec.RequestHash, raw, *rec.Response, e.clock(), rec.ExpiresAt)
 }
 
 // recoverClaim handles a failed claim. A claim can commit and still fail on
@@ -304,7 +312,7 @@ func (e *engine) complete(ctx context.Context, ref Ref, resp StoredResponse, obs
 	}
 	if e.cache != nil {
 		now := e.clock()
-		e.cache.put(ref.UserID, ref.Key, obs.hash, resp, now, now.Add(e.ttl))
+		e.cache.put(ref.UserID, ref.Key, obs.hash, obs.raw, resp, now, now.Add(e.ttl))
 	}
 }
 

@@ -60,6 +60,56 @@ func Fingerprint(req Request) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
+// rawDigest is a SHA-256 over every input of Fingerprint as it arrived,
+// before any canonicalisation: two requests with equal raw digests have
+// equal fingerprints. A cached record keeps the raw digest of the request
+// it answered, so that a repeat of that very request (a retry sends the same
+// bytes) takes its fingerprint from the cache without canonicalising the
+// body again. The zero value is no digest.
+type rawDigest [sha256.Size]byte
+
+// rawDigestVersion starts every raw digest, as fingerprintVersion does a
+// fingerprint.
+const rawDigestVersion = "ichido-raw-request-v1"
+
+// rawDigestOf returns the raw digest of req: its method, path, raw query,
+// decoded query (read by Fingerprint only when the raw one is empty), the
+// base64 flag and the body, each part length-prefixed.
+func rawDigestOf(req Request) rawDigest {
+	// The parts are framed in one buffer and hashed in one call; a body too
+	// large for the buffer streams into the hash after the rest.
+	var buf [1024]byte
+	b := appendPart(buf[:0], rawDigestVersion)
+	b = appendPart(b, req.Method)
+	b = appendPart(b, req.Path)
+	b = appendPart(b, req.RawQuery)
+	if req.RawQuery == "" && len(req.Query) > 0 {
+		b = appendPart(b, canonicalValues(req.Query))
+	} else {
+		b = appendPart(b, "")
+	}
+	if req.IsBase64Encoded {
+		b = appendPart(b, "base64")
+	} else {
+		b = appendPart(b, "text")
+	}
+	if len(b)+8+len(req.Body) <= len(buf) {
+		return sha256.Sum256(appendPart(b, req.Body))
+	}
+	h := sha256.New()
+	h.Write(b)
+	writePart(h, bytesOf(req.Body))
+	var d rawDigest
+	h.Sum(d[:0])
+	return d
+}
+
+// appendPart frames s as writePart does.
+func appendPart(b []byte, s string) []byte {
+	b = binary.BigEndian.AppendUint64(b, uint64(len(s)))
+	return append(b, s...)
+}
+
 // bytesOf returns the bytes of s without copying them; they are only read.
 // A 6 MB body is not copied just to be hashed.
 func bytesOf(s string) []byte {

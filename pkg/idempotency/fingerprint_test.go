@@ -82,10 +82,49 @@ func TestFingerprintDistinguishes(t *testing.T) {
 	add("path absorbs query", func(r *Request) { r.Path = "/tasks/1a=1"; r.Query = nil })
 	add("method absorbs path", func(r *Request) { r.Method = "POST/tasks/1"; r.Path = "" })
 	seen := map[string]string{}
+	raws := map[rawDigest]string{}
 	for name, r := range variants {
 		h := fingerprintOf(t, r)
 		require.NotContains(t, seen, h, "%q and %q share a fingerprint", name, seen[h])
 		seen[h] = name
+		// Requests of different fingerprints never share a raw digest,
+		// which a cached record would otherwise lend to the wrong one.
+		d := rawDigestOf(r)
+		require.NotContains(t, raws, d, "%q and %q share a raw digest", name, raws[d])
+		raws[d] = name
+	}
+}
+
+// TestRawDigest: the raw digest is a function of the request as sent, and
+// tells apart what the fingerprint reads before canonicalising it.
+func TestRawDigest(t *testing.T) {
+	t.Parallel()
+	big := strings.Repeat(`{"n":1},`, 1000)
+	base := Request{Method: "POST", Path: "/tasks", RawQuery: "b=2&a=1", Query: url.Values{"a": {"1"}, "b": {"2"}}, Body: `{"n":1}`}
+	variants := map[string]Request{
+		"base":                       base,
+		"raw query order":            {Method: "POST", Path: "/tasks", RawQuery: "a=1&b=2", Query: base.Query, Body: base.Body},
+		"decoded query only":         {Method: "POST", Path: "/tasks", Query: base.Query, Body: base.Body},
+		"no query":                   {Method: "POST", Path: "/tasks", Body: base.Body},
+		"base64 flag":                {Method: "POST", Path: "/tasks", Body: "e30=", IsBase64Encoded: true},
+		"base64 text":                {Method: "POST", Path: "/tasks", Body: "e30="},
+		"spacing":                    {Method: "POST", Path: "/tasks", RawQuery: base.RawQuery, Body: `{ "n": 1 }`},
+		"body past the buffer":       {Method: "POST", Path: "/tasks", Body: "[" + big + "0]"},
+		"other body past the buffer": {Method: "POST", Path: "/tasks", Body: "[" + big + "1]"},
+	}
+	raws := map[rawDigest]string{}
+	for name, r := range variants {
+		d := rawDigestOf(r)
+		require.NotEqual(t, rawDigest{}, d)
+		require.NotContains(t, raws, d, "%q and %q share a raw digest", name, raws[d])
+		raws[d] = name
+		copied := r
+		copied.Query = url.Values{}
+		for k, v := range r.Query {
+			copied.Query[k] = v
+		}
+		copied.Headers = map[string][]string{"x-other": {"ignored"}}
+		require.Equal(t, d, rawDigestOf(copied), "%s: the same request, the same digest", name)
 	}
 }
 

@@ -88,6 +88,18 @@ func parseKey(values []string, f KeyFormat) (string, error) {
 	}
 	var key string
 	for _, value := range values {
+		if !strings.Contains(value, ",") {
+			// One element, the common case: nothing to split.
+			k, err := parseKeyElement(value, f)
+			if err != nil {
+				return "", err
+			}
+			if key != "" && k != key {
+				return "", errKeyTwo
+			}
+			key = k
+			continue
+		}
 		for _, element := range splitElements(value) {
 			k, err := parseKeyElement(element, f)
 			if err != nil {

@@ -94,10 +94,11 @@ type observation struct {
 	err       error // internal; logged, never sent to a client
 	permanent bool  // a store call failed for good (StoreError.Permanent)
 
-	hash      string // the request's fingerprint, kept with a cached record
-	cached    bool   // answered from the local cache, no store call
-	waited    bool   // a duplicate polled for the first run's answer
-	heartbeat bool   // the run's lease is renewed while it runs
+	hash      string    // the request's fingerprint, kept with a cached record
+	raw       rawDigest // the request's raw digest when it was computed (rawDigestOf)
+	cached    bool      // answered from the local cache, no store call
+	waited    bool      // a duplicate polled for the first run's answer
+	heartbeat bool      // the run's lease is renewed while it runs
 }
 
 // storeCall is the latency of one Store call; a repeated call adds up.
@@ -143,7 +144,7 @@ func (o *observation) emit(ctx context.Context, logger *slog.Logger, metrics *me
 	case OutcomeStoreError:
 		level = slog.LevelError
 	}
-	if logger.Enabled(ctx, level) {
+	if h := logger.Handler(); h.Enabled(ctx, level) {
 		// At most 16 attributes: built on the stack, not grown on the heap.
 		var buf [16]slog.Attr
 		attrs := append(buf[:0], slog.String("outcome", string(o.outcome)))
@@ -194,7 +195,12 @@ func (o *observation) emit(ctx context.Context, logger *slog.Logger, metrics *me
 		if o.permanent {
 			attrs = append(attrs, slog.Bool("permanent", true))
 		}
-		logger.LogAttrs(ctx, level, "idempotency", attrs...)
+		// Straight to the handler: Logger.LogAttrs would also walk the stack
+		// for the caller's program counter, which here is always this line
+		// (a source attribute, where a handler adds one, is left out).
+		r := slog.NewRecord(time.Now(), level, "idempotency", 0)
+		r.AddAttrs(attrs...)
+		_ = h.Handle(ctx, r)
 	}
 
 	var names [6]string

@@ -104,7 +104,7 @@ func fromV1(r events.APIGatewayProxyRequest) Request {
 		Method:          strings.ToUpper(r.HTTPMethod),
 		Path:            r.Path,
 		Query:           url.Values{},
-		Headers:         map[string][]string{},
+		Headers:         make(map[string][]string, len(r.Headers)+len(r.MultiValueHeaders)),
 		Body:            r.Body,
 		IsBase64Encoded: r.IsBase64Encoded,
 		RequestID:       r.RequestContext.RequestID,
@@ -139,7 +139,7 @@ func fromV2(r events.APIGatewayV2HTTPRequest) Request {
 		Path:            r.RawPath,
 		Query:           apigw.ParseRawQuery(r.RawQueryString),
 		RawQuery:        r.RawQueryString,
-		Headers:         map[string][]string{},
+		Headers:         make(map[string][]string, len(r.Headers)),
 		Body:            r.Body,
 		IsBase64Encoded: r.IsBase64Encoded,
 		RequestID:       r.RequestContext.RequestID,
@@ -160,9 +160,18 @@ func fromV2(r events.APIGatewayV2HTTPRequest) Request {
 // addHeaders adds a payload's single-value and multi-value headers to dst
 // under lower-case names, in that order (API Gateway v1 and ALB send both).
 func addHeaders(dst map[string][]string, single map[string]string, multi map[string][]string) {
+	// One array holds every single value: each name gets a slice of it with
+	// no room to grow, so a second value under the same name copies.
+	values := make([]string, 0, len(single))
 	for name, value := range single {
 		lower := strings.ToLower(name)
-		dst[lower] = append(dst[lower], value)
+		if have, ok := dst[lower]; ok {
+			dst[lower] = append(have, value)
+			continue
+		}
+		values = append(values, value)
+		n := len(values)
+		dst[lower] = values[n-1 : n : n]
 	}
 	for name, values := range multi {
 		lower := strings.ToLower(name)
@@ -223,7 +232,7 @@ func fromALB(r events.ALBTargetGroupRequest) Request {
 		Version:         1,
 		Method:          strings.ToUpper(r.HTTPMethod),
 		Path:            r.Path,
-		Headers:         map[string][]string{},
+		Headers:         make(map[string][]string, len(r.Headers)+len(r.MultiValueHeaders)),
 		Body:            r.Body,
 		IsBase64Encoded: r.IsBase64Encoded,
 	}

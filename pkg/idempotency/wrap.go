@@ -62,14 +62,18 @@ type decorator struct {
 	cfg           Config
 	replayHeaders []string
 	e             *engine
+	// defaultFingerprint: Config.Fingerprint was left to Fingerprint, whose
+	// inputs rawDigestOf covers.
+	defaultFingerprint bool
 }
 
 func newDecorator(cfg Config) (*decorator, error) {
+	defaultFingerprint := cfg.Fingerprint == nil
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &decorator{cfg: cfg, replayHeaders: cfg.replayHeaderNames(), e: newEngine(cfg)}, nil
+	return &decorator{cfg: cfg, replayHeaders: cfg.replayHeaderNames(), e: newEngine(cfg), defaultFingerprint: defaultFingerprint}, nil
 }
 
 // protects reports whether requests with method go through the flow.
@@ -115,13 +119,14 @@ func (d *decorator) serve(ctx context.Context, view Request, bodySize int, run f
 	if p, ok := d.checkBodySize(bodySize); !ok {
 		return refuse(OutcomeTooLarge, p)
 	}
-	hash, err := d.cfg.Fingerprint(view)
+	recordKey := RecordKey(d.cfg.KeyPrefix, d.cfg.KeyFormat, key)
+	hash, err := d.fingerprint(view, userID, recordKey, obs)
 	if err != nil {
 		obs.err = err
 		return refuse(OutcomeRejected, fingerprintProblem(err))
 	}
 
-	ref, res, err := d.e.claim(ctx, obs, userID, RecordKey(d.cfg.KeyPrefix, d.cfg.KeyFormat, key), hash)
+	ref, res, err := d.e.claim(ctx, obs, userID, recordKey, hash)
 	switch {
 	case IsPermanent(err):
 		return refuse(OutcomeStoreError, storeMisconfigured())
@@ -181,6 +186,20 @@ func (d *decorator) serve(ctx context.Context, view Request, bodySize int, run f
 			"The request was processed, but its response could not be confirmed. Retry with the same Idempotency-Key to get it."))
 	}
 	return apigw.Response{}, true, err
+}
+
+// fingerprint returns the request's fingerprint (Config.Fingerprint). With
+// the default Fingerprint and a local cache, a repeat of the very request
+// whose record is cached (the same method, path, query and body bytes)
+// takes it from the cache: no second canonicalisation of the body.
+func (d *decorator) fingerprint(view Request, userID, recordKey string, obs *observation) (string, error) {
+	if d.defaultFingerprint && d.e.cache != nil {
+		obs.raw = rawDigestOf(view)
+		if hash, ok := d.e.cache.hashOf(userID, recordKey, obs.raw); ok {
+			return hash, nil
+		}
+	}
+	return d.cfg.Fingerprint(view)
 }
 
 // sameResponse reports whether two kept responses replay alike.
@@ -271,17 +290,25 @@ func (d *decorator) stored(resp apigw.Response) StoredResponse {
 // replay rebuilds a stored response, marked as replayed; every stored
 // cookie is a Set-Cookie value of its own.
 func (d *decorator) replay(s StoredResponse) apigw.Response {
-	h := http.Header{}
+	h := make(http.Header, len(s.Headers)+1)
+	// One array holds the single values, as in addHeaders.
+	values := make([]string, 0, len(s.Headers)+1)
+	set := func(name, value string) {
+		values = append(values, value)
+		n := len(values)
+		h[name] = values[n-1 : n : n]
+	}
 	for name, value := range s.Headers {
-		if http.CanonicalHeaderKey(name) == "Set-Cookie" {
+		name = http.CanonicalHeaderKey(name)
+		if name == "Set-Cookie" {
 			for _, cookie := range decodeCookies(value) {
 				h.Add(name, cookie)
 			}
 			continue
 		}
-		h.Set(name, value)
+		set(name, value)
 	}
-	h.Set(ReplayedHeader, "true")
+	set(ReplayedHeader, "true")
 	return apigw.Response{StatusCode: s.StatusCode, Headers: h, Body: s.Body, IsBase64Encoded: s.IsBase64Encoded}
 }
 

@@ -87,6 +87,23 @@ func (e *env) logLine(outcome string) map[string]any {
 	return nil
 }
 
+// claimReportsExpiry reports whether the store's claim of the case's key,
+// completed already, gives the record's expiry, which the local cache needs
+// to keep a record it did not complete itself. It claims once, without
+// counting.
+func (e *env) claimReportsExpiry() bool {
+	e.t.Helper()
+	now := e.clock.Now()
+	res, err := e.store.inner.Claim(context.Background(), idempotency.Claim{
+		Ref:         idempotency.Ref{UserID: idempotency.SubjectUUID(e.user), Key: idempotency.RecordKey("", idempotency.KeyUUIDv4, e.key), Owner: uuid.NewString()},
+		RequestHash: "another request",
+		Now:         now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour),
+	})
+	require.NoError(e.t, err)
+	require.False(e.t, res.Claimed, "the case's key is completed")
+	return !res.Record.ExpiresAt.IsZero()
+}
+
 func withCache(c *idempotency.Config) { c.LocalCache = &idempotency.LocalCache{} }
 
 func withWait(d time.Duration) func(*idempotency.Config) {
@@ -125,6 +142,42 @@ var beyondCases = []behaviourCase{
 		require.Equal(t, http.StatusCreated, again.StatusCode)
 		require.Empty(t, again.Headers.Get(idempotency.ReplayedHeader))
 		require.EqualValues(t, 2, e.runs.Load())
+	}},
+	{"the local cache lends a record's fingerprint only to the request it answered", func(t *testing.T, e *env) {
+		// The record is made by another process (no cache) with one body;
+		// this process, with a cache, sees another body first.
+		other := e.wrap(e.respond(http.StatusCreated))
+		inv := e.wrap(e.respond(http.StatusCreated), withCache)
+		first := e.do(other, e.post(`{"title": "a", "due": "2026-12-31"}`))
+		require.Equal(t, http.StatusCreated, first.StatusCode)
+		reused := e.do(inv, e.post(`{"title": "b"}`))
+		requireProblem(t, reused, http.StatusUnprocessableEntity, idempotency.CodeKeyReused)
+		// A store may leave the response out of the record it shows another
+		// request; the replay brings it into the cache either way.
+		replay := e.do(inv, e.post(`{"title": "a", "due": "2026-12-31"}`))
+		requireReplay(t, first, replay)
+		calls := e.store.calls()
+
+		// The cached record now answers without the store: still 422 for
+		// the other bytes, and a replay for the request that made it, sent
+		// as it was or with its members reordered and spaced.
+		reused = e.do(inv, e.post(`{"title": "b"}`))
+		requireProblem(t, reused, http.StatusUnprocessableEntity, idempotency.CodeKeyReused)
+		replay = e.do(inv, e.post(`{ "due":"2026-12-31",  "title":"a" }`))
+		requireReplay(t, first, replay)
+		replay = e.do(inv, e.post(`{"title": "a", "due": "2026-12-31"}`))
+		requireReplay(t, first, replay)
+		reused = e.do(inv, e.post(`{"title": "b"}`))
+		requireProblem(t, reused, http.StatusUnprocessableEntity, idempotency.CodeKeyReused)
+		require.EqualValues(t, 1, e.runs.Load())
+		// Only a record whose expiry the store's claim reports is cached
+		// (LocalCache); pgstore's claim leaves it out, so there every one of
+		// these requests was answered by the store.
+		if e.claimReportsExpiry() {
+			require.Equal(t, calls, e.store.calls(), "answered from the cache: no store call")
+		} else {
+			require.Equal(t, calls+4, e.store.calls(), "no cache: one claim each")
+		}
 	}},
 	{"the local cache keeps neither refusals nor records in progress", func(t *testing.T, e *env) {
 		b := e.blocking(func(int32) int { return http.StatusCreated })
