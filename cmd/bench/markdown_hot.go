@@ -89,10 +89,13 @@ func (b *bench) hotPathMarkdown(w *strings.Builder) {
 	}
 	if br := r.Beyond; br != nil {
 		p("## 1e. Past the round-trip floor: local cache, waiting duplicates\n\n")
-		p("A replay answered from the local cache (`Config.LocalCache`: a completed record kept in the execution environment) makes no round trip, against the floor and the store's replay, one client, exec mode (ADR 0097). The calls carry a deadline, as a Lambda invocation does, so no heartbeat runs. The sides are measured turn by turn: each turn calls every side once, in an order that rotates, so that the floor and what is compared with it meet the machine in the same moments (a loopback round trip here moves between about 0.03 and 0.15 ms from one second to the next, as idle cores sleep and wake); a side's ops/s is that of its own calls.\n\n")
+		p("A replay answered from the local cache (`Config.LocalCache`: a completed record kept in the execution environment) makes no round trip, against the floor and the store's replay, one client, exec mode (ADR 0097). The calls carry a deadline, as a Lambda invocation does, so no heartbeat runs. The sides are measured turn by turn: each turn calls every side once, in an order that rotates, so that the floor and what is compared with it meet the machine in the same moments (on a virtual machine a loopback round trip can change speed severalfold from one second to the next, as idle cores sleep and wake: see How noisy the machine was); a side's ops/s is that of its own calls.\n\n")
 		p("**PostgreSQL**\n\n%s\n", sideTable(br.Postgres, 0, false))
 		if len(br.Redis) > 0 {
 			p("**Redis** (with the first request, whose client-side cost item 5 of the work is about)\n\n%s\n", sideTable(br.Redis, 0, false))
+			if fl, c := side(br.Redis, "floor (PING)"), side(br.Redis, "replay (local cache)"); fl != nil && c != nil {
+				p("Against `PING`, the cheapest round trip here, a cached replay is %s at p50 (repetitions %s); the cache's target is set against `SELECT 1` (see Targets).\n\n", fx(ratio(c.P50Ms, fl.P50Ms)), repRatios(c, fl))
+			}
 		}
 		p("Memory: %d completed records of the bench's task answer (a %d-byte body and its Content-Type) held %.0f bytes of heap each in the cache, which counts %.0f bytes each against `LocalCache.MaxBytes` (default 8 MiB: about %d such records; `MaxEntries` defaults to 1024).\n\n",
 			br.CacheRecords, len(benchTaskBody), br.CacheBytesPerRecord, br.CacheCountedPerRecord, int(float64(8<<20)/br.CacheCountedPerRecord))

@@ -115,14 +115,12 @@ func (r *Results) evaluate() {
 	if br := r.Beyond; br != nil {
 		// Section 1e measures its sides turn by turn (compareInTurn), so each
 		// repetition's ratio compares calls made in the same moments; the
-		// range of those ratios is shown beside their sides' medians.
+		// range of those ratios is shown beside their sides' medians. The
+		// cached replay against PING is reported in the section, not judged:
+		// the work item sets the cache's target against SELECT 1.
 		if fl, c := side(br.Postgres, "floor (SELECT 1)"), side(br.Postgres, "replay (local cache)"); fl != nil && c != nil {
 			x := ratio(c.P50Ms, fl.P50Ms)
 			add("1e", "Local cache (PostgreSQL): replay vs `SELECT 1`", "≤ 0.1× p50", fmt.Sprintf("%s p50 (%.4f vs %.3f ms; repetitions %s)", fxAt(x, 0.1), c.P50Ms, fl.P50Ms, repRatios(c, fl)), met(x <= 0.1))
-		}
-		if fl, c := side(br.Redis, "floor (PING)"), side(br.Redis, "replay (local cache)"); fl != nil && c != nil {
-			x := ratio(c.P50Ms, fl.P50Ms)
-			add("1e", "Local cache (Redis): replay vs `PING`", "≤ 0.1× p50", fmt.Sprintf("%s p50 (%.4f vs %.3f ms; repetitions %s)", fxAt(x, 0.1), c.P50Ms, fl.P50Ms, repRatios(c, fl)), met(x <= 0.1))
 		}
 		if fl, f := side(br.Redis, "floor (PING)"), side(br.Redis, "first request"); fl != nil && f != nil {
 			x := ratio(f.P50Ms, fl.P50Ms)

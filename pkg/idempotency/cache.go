@@ -29,6 +29,10 @@ const (
 // record removed from the store by hand before its expiry. Completions
 // written in the handler's own transaction (AtomicCompletion, AtomicResult)
 // are not cached, since only the handler knows whether they committed.
+//
+// With the default Fingerprint, a repeat of the very request a cached
+// record answered (the same method, path, query and body bytes) also takes
+// its fingerprint from the cache, so its body is not canonicalised again.
 type LocalCache struct {
 	// MaxEntries bounds the number of cached records. Defaults to 1024
 	// (DefaultCacheEntries).

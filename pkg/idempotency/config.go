@@ -182,8 +182,9 @@ type Config struct {
 	// from it. Defaults to time.Now.
 	Clock func() time.Time
 
-	// Logger receives one line per protected request. Defaults to a JSON
-	// logger on standard output.
+	// Logger receives one line per protected request, handed to its
+	// Handler directly (no source: the caller is always this package).
+	// Defaults to a JSON logger on standard output.
 	Logger *slog.Logger
 
 	// Metrics receives one CloudWatch Embedded Metric Format line per

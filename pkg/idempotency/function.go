@@ -112,8 +112,9 @@ type FunctionConfig[In any] struct {
 	// from it. Defaults to time.Now.
 	Clock func() time.Time
 
-	// Logger receives one line per call. Defaults to a JSON logger on
-	// standard output.
+	// Logger receives one line per call, handed to its Handler directly
+	// (no source: the caller is always this package). Defaults to a JSON
+	// logger on standard output.
 	Logger *slog.Logger
 
 	// Metrics receives one CloudWatch Embedded Metric Format line per call.
