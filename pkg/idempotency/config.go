@@ -121,8 +121,9 @@ type Config struct {
 
 	// WaitForResult lets a duplicate that finds its key in progress for the
 	// same request wait for the first request's answer, up to this long and
-	// never past its own deadline (less 100ms to answer): it polls the store
-	// with growing pauses (20ms up to 500ms, one Claim each) and then
+	// never past its own deadline (less 100ms to answer, or twice its
+	// slowest claim when that is longer): it polls the store with growing
+	// pauses (20ms up to 500ms, one Claim each) and then
 	// replays the first request's response instead of answering 409
 	// (ErrInProgress for a Function, a failed record for SQSHandler). When
 	// the first request fails and frees the key meanwhile, the duplicate

@@ -124,6 +124,16 @@ func (o *observation) timed(op string, call func() error) error {
 	return err
 }
 
+// storeTime is the time the Store calls of op have taken so far.
+func (o *observation) storeTime(op string) time.Duration {
+	for _, c := range o.storeMS {
+		if c.op == op {
+			return time.Duration(c.ms * float64(time.Millisecond))
+		}
+	}
+	return 0
+}
+
 // retried reports whether a Store call was made more than once after a
 // failure (the renewals of a heartbeat and the polls of a wait are many by
 // design).

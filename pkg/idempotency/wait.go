@@ -16,7 +16,9 @@ const (
 )
 
 // waitMargin is kept free before the invocation's deadline: a wait never
-// sleeps into it, so the duplicate still has time to answer.
+// sleeps into it, so the duplicate still has time to answer. The margin
+// grows to twice the slowest claim of the wait so far, so that on a slow
+// store a last poll still answers before the deadline.
 const waitMargin = 100 * time.Millisecond
 
 // waitForResult is the claim of a duplicate that found its key in progress
@@ -24,7 +26,7 @@ const waitMargin = 100 * time.Millisecond
 // same claim, as a retry would, until the record is no longer in progress
 // (a replay; or a claim of its own when the first run released the key or
 // its lease ran out, and this request runs instead), or the wait is over:
-// maxWait after the first poll, the invocation's deadline less waitMargin,
+// maxWait after the first poll, the invocation's deadline less the margin,
 // or ctx done. It then returns the last answer, still in progress, and the
 // caller refuses as without waiting. Each poll is one Claim; a poll that
 // fails is recovered from like the first claim (recoverClaim), and ends the
@@ -32,13 +34,16 @@ const waitMargin = 100 * time.Millisecond
 func (e *engine) waitForResult(ctx context.Context, obs *observation, c Claim, first ClaimResult) (ClaimResult, error) {
 	res := first
 	until := time.Now().Add(e.wait)
-	if deadline, ok := ctx.Deadline(); ok && deadline.Add(-waitMargin).Before(until) {
-		until = deadline.Add(-waitMargin)
-	}
+	deadline, hasDeadline := ctx.Deadline()
+	margin := max(waitMargin, 2*obs.storeTime("claim"))
 	pause := firstWaitPause
 	for waiting(res, c.RequestHash) {
 		sleep := pause + rand.N(pause/5+1)
-		if time.Until(until) < sleep {
+		left := time.Until(until)
+		if hasDeadline {
+			left = min(left, time.Until(deadline)-margin)
+		}
+		if left < sleep {
 			return res, nil
 		}
 		timer := time.NewTimer(sleep)
@@ -53,10 +58,12 @@ func (e *engine) waitForResult(ctx context.Context, obs *observation, c Claim, f
 		now := e.clock()
 		c.Now, c.ExpiresAt = now, now.Add(e.ttl)
 		c.LeaseUntil = e.lease(ctx, now, obs.heartbeat)
+		start := time.Now()
 		err := obs.timed("wait", func() (err error) {
 			res, err = e.store.Claim(ctx, c)
 			return err
 		})
+		margin = max(margin, 2*time.Since(start))
 		obs.waited = true
 		if err != nil {
 			return e.recoverClaim(ctx, c, err, obs)

@@ -239,6 +239,29 @@ var beyondCases = []behaviourCase{
 		close(b.release)
 		require.Equal(t, http.StatusCreated, (<-first).StatusCode)
 	}},
+	{"a waiting duplicate on a slow store still answers before its deadline", func(t *testing.T, e *env) {
+		b := e.blocking(func(int32) int { return http.StatusCreated })
+		inv := e.wrap(b.handler, withWait(time.Minute))
+		first := e.async(inv, e.post(`{}`))
+		<-b.started
+		release := sync.OnceFunc(func() { close(b.release) })
+		defer release() // a failed check must not leave the first run blocked
+		// Each claim now takes 150ms, more than the 100ms kept free before
+		// the deadline: the last poll must not start when it cannot answer.
+		e.store.claimDelay.Store(int64(150 * time.Millisecond))
+		ctx, cancel := context.WithTimeout(context.Background(), 700*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		dup, err := inv(ctx, e.post(`{}`))
+		require.NoError(t, err)
+		requireProblem(t, dup, http.StatusConflict, idempotency.CodeKeyInUse)
+		deadline, _ := ctx.Deadline()
+		require.True(t, time.Now().Before(deadline), "answered before the deadline, after %v", time.Since(start))
+		require.Greater(t, e.store.claims.Load(), int32(2), "it polled")
+		e.store.claimDelay.Store(0)
+		release()
+		require.Equal(t, http.StatusCreated, (<-first).StatusCode)
+	}},
 	{"a waiting duplicate runs itself when the first request fails", func(t *testing.T, e *env) {
 		b := e.blocking(func(run int32) int {
 			if run == 1 {

@@ -60,6 +60,9 @@ type faultyStore struct {
 	// tooLarge makes every completion but the not-kept marker's fail as a
 	// store refuses a response over its largest record.
 	tooLarge atomic.Bool
+	// claimDelay (nanoseconds) is added to every claim, after the store
+	// answered: a slow store.
+	claimDelay atomic.Int64
 }
 
 func (s *faultyStore) Claim(ctx context.Context, c idempotency.Claim) (idempotency.ClaimResult, error) {
@@ -71,6 +74,9 @@ func (s *faultyStore) Claim(ctx context.Context, c idempotency.Claim) (idempoten
 		return idempotency.ClaimResult{}, &idempotency.StoreError{Op: "claim", Err: errInjected, Permanent: true}
 	}
 	res, err := s.inner.Claim(ctx, c)
+	if d := s.claimDelay.Load(); d > 0 {
+		time.Sleep(time.Duration(d))
+	}
 	if err == nil && s.lostClaimReplies.Add(-1) >= 0 {
 		return idempotency.ClaimResult{}, &idempotency.StoreError{Op: "claim", Err: errInjected}
 	}
