@@ -245,7 +245,7 @@ func (b *bench) missedMarkdown(w *strings.Builder) {
 			if f := r.Floor; f != nil {
 				fl, rep, alone := side(f.Redis, "floor (PING)"), side(f.Redis, "replay"), side(f.Redis, "claim alone (completed key)")
 				if fl != nil && rep != nil && alone != nil {
-					p("`PING` is %.3f ms; the claim alone adds %.3f ms (its command, the record's bytes and their decoding) and the decorator %.3f ms. ", fl.P50Ms, alone.P50Ms-fl.P50Ms, rep.P50Ms-alone.P50Ms)
+					p("`PING` is %.3f ms; the claim alone adds %s (its command, the record's bytes and their decoding) and the decorator %s. ", fl.P50Ms, addedMs(alone.P50Ms-fl.P50Ms), addedMs(rep.P50Ms-alone.P50Ms))
 				}
 			}
 			if h := r.HotPath; h != nil && h.Redis != nil && h.Redis.Replay != nil && h.Redis.First != nil {
@@ -293,4 +293,13 @@ func noopLatencyRatio(r *Results) string {
 		return "n/a"
 	}
 	return fx(ratio(shape.P50Ms, fl.P50Ms))
+}
+
+// addedMs is a difference of two medians as the time one part adds; one
+// at or under zero is within this run's noise.
+func addedMs(d float64) string {
+	if d <= 0 {
+		return "nothing measurable in this run"
+	}
+	return fmt.Sprintf("%.3f ms", d)
 }
