@@ -418,10 +418,20 @@ func TestHistoryCatchesBrokenStore(t *testing.T) {
 		t.Cleanup(func() { _ = c.Close() })
 		return redisstore.New(c, nil)
 	}}
-	res := recordHistory(t, st, historySize{workers: 2, goroutines: 6, keys: 4, length: 2 * time.Second}, true)
-	require.False(t, res.linearizable == porcupine.Ok && len(res.violations) == 0,
-		"a store that ignores leases went unnoticed: %d calls, %d runs", res.calls, res.runs)
-	t.Logf("caught: linearizable %s, %d violations; the failing key:\n%s", res.linearizable, len(res.violations), res.illegal)
+	// A history is random, and what this store breaks shows only when two
+	// calls of one request meet while the first runs; a short history on a
+	// loaded machine may draw none. Up to four are recorded until one is
+	// caught; the check fails when none is.
+	const attempts = 4
+	for attempt := 1; attempt <= attempts; attempt++ {
+		res := recordHistory(t, st, historySize{workers: 2, goroutines: 6, keys: 4, length: 2 * time.Second}, true)
+		if res.linearizable != porcupine.Ok || len(res.violations) > 0 {
+			t.Logf("caught in history %d: linearizable %s, %d violations; the failing key:\n%s", attempt, res.linearizable, len(res.violations), res.illegal)
+			return
+		}
+		t.Logf("history %d: nothing caught in %d calls, %d runs", attempt, res.calls, res.runs)
+	}
+	require.Fail(t, "a store that ignores leases went unnoticed", "in %d histories", attempts)
 }
 
 // historySize is how much one history does.
