@@ -257,11 +257,11 @@ func (e *engine) execute(ctx context.Context, state *runState, obs *observation,
 	case err != nil:
 		obs.handler = "error"
 		obs.err = err
-		e.release(ctx, state.ref, obs)
+		e.releaseRun(ctx, state, obs)
 		return err
 	case !keep || state.doNotStore.Load():
 		obs.handler = "ok"
-		e.release(ctx, state.ref, obs)
+		e.releaseRun(ctx, state, obs)
 		return nil
 	case state.takenOver.Load():
 		// The work completed the record in its own transaction.
@@ -314,6 +314,59 @@ func (e *engine) complete(ctx context.Context, ref Ref, resp StoredResponse, obs
 		now := e.clock()
 		e.cache.put(ref.UserID, ref.Key, obs.hash, obs.raw, resp, now, now.Add(e.ttl))
 	}
+}
+
+// errCompletedInTx is logged when a run whose handler took the completion
+// into its own transaction then failed or answered with a status that is
+// not stored: the release found the record completed by this run, which is
+// what that transaction leaves once it commits.
+var errCompletedInTx = errors.New("the handler completed the record in its own transaction and then failed or answered with a status that is not stored; the record stays completed and its response replays")
+
+// releaseRun releases the run's key after its work failed or answered with
+// a response that is not stored. When the handler had taken the completion
+// into its own transaction, a release that finds the key no longer in
+// progress under this run most likely met that transaction's commit: when
+// the store can show the record (Admin) and it is completed under this
+// run's owner token, the outcome is completed, not a lost lease.
+func (e *engine) releaseRun(ctx context.Context, state *runState, obs *observation) {
+	e.release(ctx, state.ref, obs)
+	if obs.outcome != OutcomeLeaseLost || !state.takenOver.Load() {
+		return
+	}
+	admin, ok := e.store.(Admin)
+	if !ok {
+		return
+	}
+	getCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.finishTimeout)
+	defer cancel()
+	rec, found, err := admin.Get(getCtx, state.ref.UserID, state.ref.Key)
+	if err != nil || !found || rec.Status != StatusCompleted || rec.Owner != state.ref.Owner {
+		return
+	}
+	obs.outcome = OutcomeCompleted
+	obs.err = errors.Join(withoutLeaseLost(obs.err), errCompletedInTx)
+}
+
+// withoutLeaseLost drops the ErrLeaseLost that a release added to err.
+func withoutLeaseLost(err error) error {
+	var kept []error
+	for _, e := range unjoin(err) {
+		if !errors.Is(e, ErrLeaseLost) {
+			kept = append(kept, e)
+		}
+	}
+	return errors.Join(kept...)
+}
+
+// unjoin returns the errors that errors.Join put together in err, or err.
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	if err == nil {
+		return nil
+	}
+	return []error{err}
 }
 
 // release deletes the claimed record so that the next attempt runs again,

@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ichido/ichido/internal/capture"
 	"github.com/ichido/ichido/internal/pgtest"
 	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
@@ -177,4 +178,58 @@ func problemCodeOf(t *testing.T, body string) string {
 	}
 	require.NoError(t, json.Unmarshal([]byte(body), &p), body)
 	return p.Code
+}
+
+// TestAtomicCompletionThenFailure: a handler that completes its record in
+// its transaction, commits, and then answers with a status that is not
+// stored leaves the record completed; the log says so (outcome completed,
+// not a lost lease), and the retry replays. When its transaction rolls
+// back instead, the key is released and the retry runs.
+func TestAtomicCompletionThenFailure(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.New(t)
+	st := pgstore.New(db.Pool, nil)
+
+	for _, commit := range []bool{true, false} {
+		t.Run(map[bool]string{true: "committed", false: "rolled back"}[commit], func(t *testing.T) {
+			t.Parallel()
+			logs := &capture.Buffer{}
+			runs := 0
+			wrapped, err := idempotency.Wrap(func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+				runs++
+				tx, err := db.Pool.Begin(ctx)
+				require.NoError(t, err)
+				defer func() { _ = tx.Rollback(ctx) }()
+				_, err = st.CompleteRunInTx(ctx, tx, events.APIGatewayV2HTTPResponse{StatusCode: 201, Body: "B"})
+				require.NoError(t, err)
+				if commit {
+					require.NoError(t, tx.Commit(ctx))
+				}
+				return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusServiceUnavailable, Body: "later"}, nil
+			}, idempotency.Config{Store: st, Logger: slog.New(slog.NewJSONHandler(logs, nil)), Metrics: io.Discard})
+			require.NoError(t, err)
+			req := protectedRequest("POST", "/orders", uuid.NewString(), uuid.NewString(), `{}`)
+			first, err := wrapped(ctx, req)
+			require.NoError(t, err)
+			require.Equal(t, http.StatusServiceUnavailable, first.StatusCode, "the handler's own answer")
+			var line map[string]any
+			require.NoError(t, json.Unmarshal([]byte(strings.TrimSpace(logs.String())), &line))
+
+			retry, err := wrapped(ctx, req)
+			require.NoError(t, err)
+			if commit {
+				require.Equal(t, "completed", line["outcome"])
+				require.Contains(t, line["error"], "completed the record in its own transaction")
+				require.NotContains(t, line["error"], "lease")
+				require.Equal(t, "B", retry.Body, "the retry replays the committed completion")
+				require.Equal(t, "true", retry.Headers[idempotency.ReplayedHeader])
+				require.Equal(t, 1, runs)
+			} else {
+				require.Equal(t, "released", line["outcome"])
+				require.NotContains(t, line, "error")
+				require.Equal(t, 2, runs, "the retry runs again")
+			}
+		})
+	}
 }
