@@ -329,50 +329,41 @@ var errCompletedInTx = errors.New("the handler completed the record in its own t
 // the store can show the record (Admin) and it is completed under this
 // run's owner token, the outcome is completed, not a lost lease.
 func (e *engine) releaseRun(ctx context.Context, state *runState, obs *observation) {
-	e.release(ctx, state.ref, obs)
-	if obs.outcome != OutcomeLeaseLost || !state.takenOver.Load() {
+	err := e.releaseCall(ctx, state.ref, obs)
+	if errors.Is(err, ErrLeaseLost) && state.takenOver.Load() && e.completedBy(ctx, state.ref) {
+		obs.outcome = OutcomeCompleted
+		obs.err = errors.Join(obs.err, errCompletedInTx)
 		return
 	}
+	e.released(err, obs)
+}
+
+// completedBy reports whether the store shows the record of ref completed
+// under ref's owner token; false when it cannot tell (no Admin, an error).
+func (e *engine) completedBy(ctx context.Context, ref Ref) bool {
 	admin, ok := e.store.(Admin)
 	if !ok {
-		return
+		return false
 	}
-	getCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.finishTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.finishTimeout)
 	defer cancel()
-	rec, found, err := admin.Get(getCtx, state.ref.UserID, state.ref.Key)
-	if err != nil || !found || rec.Status != StatusCompleted || rec.Owner != state.ref.Owner {
-		return
-	}
-	obs.outcome = OutcomeCompleted
-	obs.err = errors.Join(withoutLeaseLost(obs.err), errCompletedInTx)
-}
-
-// withoutLeaseLost drops the ErrLeaseLost that a release added to err.
-func withoutLeaseLost(err error) error {
-	var kept []error
-	for _, e := range unjoin(err) {
-		if !errors.Is(e, ErrLeaseLost) {
-			kept = append(kept, e)
-		}
-	}
-	return errors.Join(kept...)
-}
-
-// unjoin returns the errors that errors.Join put together in err, or err.
-func unjoin(err error) []error {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return j.Unwrap()
-	}
-	if err == nil {
-		return nil
-	}
-	return []error{err}
+	rec, found, err := admin.Get(ctx, ref.UserID, ref.Key)
+	return err == nil && found && rec.Status == StatusCompleted && rec.Owner == ref.Owner
 }
 
 // release deletes the claimed record so that the next attempt runs again,
 // retried like complete.
 func (e *engine) release(ctx context.Context, ref Ref, obs *observation) {
-	err := e.finish(ctx, "release", obs, func(ctx context.Context) error { return e.store.Release(ctx, ref) })
+	e.released(e.releaseCall(ctx, ref, obs), obs)
+}
+
+// releaseCall makes the Release call, retried like a completion.
+func (e *engine) releaseCall(ctx context.Context, ref Ref, obs *observation) error {
+	return e.finish(ctx, "release", obs, func(ctx context.Context) error { return e.store.Release(ctx, ref) })
+}
+
+// released records the outcome of a release that returned err.
+func (e *engine) released(err error, obs *observation) {
 	obs.outcome = finishOutcome(err, OutcomeReleased)
 	if err != nil {
 		obs.err = errors.Join(obs.err, err)

@@ -3,6 +3,7 @@ package idempotency
 import (
 	"errors"
 	"fmt"
+	"iter"
 	"strings"
 
 	"github.com/google/uuid"
@@ -88,19 +89,7 @@ func parseKey(values []string, f KeyFormat) (string, error) {
 	}
 	var key string
 	for _, value := range values {
-		if !strings.Contains(value, ",") {
-			// One element, the common case: nothing to split.
-			k, err := parseKeyElement(value, f)
-			if err != nil {
-				return "", err
-			}
-			if key != "" && k != key {
-				return "", errKeyTwo
-			}
-			key = k
-			continue
-		}
-		for _, element := range splitElements(value) {
+		for element := range splitElements(value) {
 			k, err := parseKeyElement(element, f)
 			if err != nil {
 				return "", err
@@ -114,25 +103,27 @@ func parseKey(values []string, f KeyFormat) (string, error) {
 	return key, nil
 }
 
-// splitElements splits a header value at the commas outside sf-strings.
-func splitElements(value string) []string {
-	if !strings.Contains(value, ",") {
-		return []string{value}
-	}
-	var out []string
-	start, quoted := 0, false
-	for i := 0; i < len(value); i++ {
-		switch c := value[i]; {
-		case quoted && c == '\\':
-			i++
-		case c == '"':
-			quoted = !quoted
-		case c == ',' && !quoted:
-			out = append(out, value[start:i])
-			start = i + 1
+// splitElements yields the parts of a header value between the commas
+// outside sf-strings, in order; a value without a comma is its one part.
+// Nothing is allocated for them.
+func splitElements(value string) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		start, quoted := 0, false
+		for i := 0; i < len(value); i++ {
+			switch c := value[i]; {
+			case quoted && c == '\\':
+				i++
+			case c == '"':
+				quoted = !quoted
+			case c == ',' && !quoted:
+				if !yield(value[start:i]) {
+					return
+				}
+				start = i + 1
+			}
 		}
+		yield(value[start:])
 	}
-	return append(out, value[start:])
 }
 
 // parseKeyElement parses one bare or quoted key of format f.

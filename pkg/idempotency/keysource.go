@@ -36,7 +36,7 @@ func HeaderKey(name string) KeyFunc {
 	return func(_ context.Context, req Request) (string, error) {
 		var key string
 		for _, value := range req.Header(name) {
-			for _, element := range splitElements(value) {
+			for element := range splitElements(value) {
 				element = strings.Trim(element, " \t")
 				if key != "" && element != key {
 					return "", errKeyTwo

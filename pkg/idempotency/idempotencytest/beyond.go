@@ -104,6 +104,21 @@ func (e *env) claimReportsExpiry() bool {
 	return !res.Record.ExpiresAt.IsZero()
 }
 
+// requireInProgressWithin sends a duplicate of the case's request whose
+// deadline is timeout away, and checks that it is refused as in progress
+// before that deadline.
+func (e *env) requireInProgressWithin(inv invoker, timeout time.Duration) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	start := time.Now()
+	dup, err := inv(ctx, e.post(`{}`))
+	require.NoError(e.t, err)
+	requireProblem(e.t, dup, http.StatusConflict, idempotency.CodeKeyInUse)
+	deadline, _ := ctx.Deadline()
+	require.True(e.t, time.Now().Before(deadline), "answered before the deadline, after %v", time.Since(start))
+}
+
 func withCache(c *idempotency.Config) { c.LocalCache = &idempotency.LocalCache{} }
 
 func withWait(d time.Duration) func(*idempotency.Config) {
@@ -228,14 +243,7 @@ var beyondCases = []behaviourCase{
 		inv := e.wrap(b.handler, withWait(time.Minute))
 		first := e.async(inv, e.post(`{}`))
 		<-b.started
-		ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
-		defer cancel()
-		start := time.Now()
-		dup, err := inv(ctx, e.post(`{}`))
-		require.NoError(t, err)
-		requireProblem(t, dup, http.StatusConflict, idempotency.CodeKeyInUse)
-		deadline, _ := ctx.Deadline()
-		require.True(t, time.Now().Before(deadline), "answered before the deadline, after %v", time.Since(start))
+		e.requireInProgressWithin(inv, 400*time.Millisecond)
 		close(b.release)
 		require.Equal(t, http.StatusCreated, (<-first).StatusCode)
 	}},
@@ -249,14 +257,7 @@ var beyondCases = []behaviourCase{
 		// Each claim now takes 150ms, more than the 100ms kept free before
 		// the deadline: the last poll must not start when it cannot answer.
 		e.store.claimDelay.Store(int64(150 * time.Millisecond))
-		ctx, cancel := context.WithTimeout(context.Background(), 700*time.Millisecond)
-		defer cancel()
-		start := time.Now()
-		dup, err := inv(ctx, e.post(`{}`))
-		require.NoError(t, err)
-		requireProblem(t, dup, http.StatusConflict, idempotency.CodeKeyInUse)
-		deadline, _ := ctx.Deadline()
-		require.True(t, time.Now().Before(deadline), "answered before the deadline, after %v", time.Since(start))
+		e.requireInProgressWithin(inv, 700*time.Millisecond)
 		require.Greater(t, e.store.claims.Load(), int32(2), "it polled")
 		e.store.claimDelay.Store(0)
 		release()
