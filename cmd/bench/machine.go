@@ -150,6 +150,9 @@ func redisSettings(ctx context.Context, client *redis.Client) map[string]string 
 			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
 				out["redis_version"] = v
 			}
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "valkey_version:"); ok {
+				out["valkey_version"] = v
+			}
 		}
 	}
 	return out

@@ -176,10 +176,13 @@ func setDefault(p *int, v int) {
 
 // bench is what the sections share.
 type bench struct {
-	cfg     config
-	start   time.Time
-	db      *database
-	redis   *redis.Client
+	cfg   config
+	start time.Time
+	db    *database
+	redis *redis.Client
+	// valkey is a Valkey 8.1 server, where the Redis store completes a
+	// record with SET … IFEQ instead of its script (section 1e).
+	valkey  *redis.Client
 	devnull *os.File
 	res     *Results
 	plots   string // folder of the PNGs
@@ -241,6 +244,15 @@ func run(ctx context.Context, cfg config) error {
 		b.redis = redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 64})
 		defer b.redis.Close()
 		b.res.Redis = redisSettings(ctx, b.redis)
+	}
+	if srv, err := redistest.StartValkey(ctx); err != nil {
+		b.res.Notes = append(b.res.Notes, "Valkey was not measured: "+err.Error())
+		log.Printf("no Valkey: %v", err)
+	} else {
+		defer srv.Stop()
+		b.valkey = redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 64})
+		defer b.valkey.Close()
+		b.res.Valkey = redisSettings(ctx, b.valkey)
 	}
 
 	var failed []string

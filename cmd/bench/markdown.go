@@ -55,6 +55,16 @@ func (b *bench) markdown(plots map[string]string) string {
 			p("| Redis `%s` | %s |\n", k, orDash(r.Redis[k]))
 		}
 	}
+	if len(r.Valkey) > 0 {
+		keys := make([]string, 0, len(r.Valkey))
+		for k := range r.Valkey {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			p("| Valkey `%s` | %s |\n", k, orDash(r.Valkey[k]))
+		}
+	}
 	p("\n")
 
 	n := r.Noise

@@ -69,6 +69,11 @@ func Start(ctx context.Context, extraArgs ...string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	return startBin(ctx, bin, extraArgs)
+}
+
+// startBin starts the server binary bin as Start does.
+func startBin(ctx context.Context, bin string, extraArgs []string) (*Server, error) {
 	var lastErr error
 	// A free port can be taken between FreePort and the server's bind: try
 	// again on another.
@@ -132,7 +137,7 @@ func start(ctx context.Context, bin string, port int, extraArgs []string) (*Serv
 	if err := s.waitReady(ctx); err != nil {
 		s.Stop()
 		log, _ := os.ReadFile(logPath)
-		return nil, fmt.Errorf("redistest: redis-server on %s did not start: %w\n%s", s.Addr, err, log)
+		return nil, fmt.Errorf("redistest: %s on %s did not start: %w\n%s", filepath.Base(bin), s.Addr, err, log)
 	}
 	return s, nil
 }
@@ -252,6 +257,7 @@ func NewClient(t testing.TB) *redis.Client {
 func Main(m *testing.M) {
 	code := m.Run()
 	StopShared()
+	stopSharedValkey()
 	os.Exit(code)
 }
 

@@ -289,7 +289,7 @@ func TestHistoryWorker(t *testing.T) {
 		require.NoError(t, err)
 		defer pool.Close()
 		store = pgstore.New(pool, nil)
-	case "redis":
+	case "redis", "valkey":
 		cutter = idempotencytest.NewReplyCutter(t, os.Getenv(envAddr))
 		c := redis.NewClient(&redis.Options{Addr: cutter.Addr(), DialTimeout: time.Second, ReadTimeout: time.Second, MaxRetries: -1})
 		defer c.Close()
@@ -360,8 +360,8 @@ type storeUnderTest struct {
 	open  func(t *testing.T) idempotency.Store
 }
 
-// TestHistory runs the histories on PostgreSQL, Redis and DynamoDB (moto's
-// server).
+// TestHistory runs the histories on PostgreSQL, Redis 7.0, Valkey 8.1 and
+// DynamoDB (moto's server).
 func TestHistory(t *testing.T) {
 	if os.Getenv(envStore) != "" {
 		t.Skip("a worker process")
@@ -374,6 +374,18 @@ func TestHistory(t *testing.T) {
 		func(t *testing.T) storeUnderTest {
 			srv := redistest.StartT(t)
 			return storeUnderTest{kind: "redis", addr: srv.Addr, open: func(t *testing.T) idempotency.Store {
+				c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+				t.Cleanup(func() { _ = c.Close() })
+				return redisstore.New(c, nil)
+			}}
+		},
+		// Valkey 8.1, where a completion is one SET … IFEQ instead of the
+		// script.
+		func(t *testing.T) storeUnderTest {
+			srv, err := redistest.StartValkey(context.Background())
+			require.NoError(t, err)
+			t.Cleanup(srv.Stop)
+			return storeUnderTest{kind: "valkey", addr: srv.Addr, open: func(t *testing.T) idempotency.Store {
 				c := redis.NewClient(&redis.Options{Addr: srv.Addr})
 				t.Cleanup(func() { _ = c.Close() })
 				return redisstore.New(c, nil)

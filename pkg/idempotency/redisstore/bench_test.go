@@ -59,109 +59,122 @@ func serverTime(b *testing.B, c *redis.Client) func(n int) {
 
 // BenchmarkPing is the floor: one round trip that does nothing.
 func BenchmarkPing(b *testing.B) {
-	c := redistest.NewClient(b)
-	ctx := context.Background()
-	report := serverTime(b, c)
-	b.ResetTimer()
-	for range b.N {
-		if err := c.Ping(ctx).Err(); err != nil {
-			b.Fatal(err)
+	onEachServerB(b, func(b *testing.B, c *redis.Client) {
+		ctx := context.Background()
+		report := serverTime(b, c)
+		b.ResetTimer()
+		for range b.N {
+			if err := c.Ping(ctx).Err(); err != nil {
+				b.Fatal(err)
+			}
 		}
-	}
-	b.StopTimer()
-	report(b.N)
+		b.StopTimer()
+		report(b.N)
+	})
 }
 
 // BenchmarkGet is the other floor: one GET of a value the size of a
 // completed record.
 func BenchmarkGet(b *testing.B) {
-	c := redistest.NewClient(b)
-	ctx := context.Background()
-	key := "bench:get:" + uuid.NewString()
-	if err := c.Set(ctx, key, strings.Repeat("x", 256), time.Hour).Err(); err != nil {
-		b.Fatal(err)
-	}
-	report := serverTime(b, c)
-	b.ResetTimer()
-	for range b.N {
-		if err := c.Get(ctx, key).Err(); err != nil {
+	onEachServerB(b, func(b *testing.B, c *redis.Client) {
+		ctx := context.Background()
+		key := "bench:get:" + uuid.NewString()
+		if err := c.Set(ctx, key, strings.Repeat("x", 256), time.Hour).Err(); err != nil {
 			b.Fatal(err)
 		}
-	}
-	b.StopTimer()
-	report(b.N)
+		report := serverTime(b, c)
+		b.ResetTimer()
+		for range b.N {
+			if err := c.Get(ctx, key).Err(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StopTimer()
+		report(b.N)
+	})
 }
 
 // BenchmarkClaimReplay claims a completed key with the same request: the
 // store's whole work for a replay.
 func BenchmarkClaimReplay(b *testing.B) {
-	c := redistest.NewClient(b)
-	st := redisstore.New(c, nil)
-	ctx := context.Background()
-	now := time.Now()
-	first := benchClaim(idempotency.Ref{UserID: uuid.NewString(), Key: uuid.NewString(), Owner: uuid.NewString()}, now)
-	if _, err := st.Claim(ctx, first); err != nil {
-		b.Fatal(err)
-	}
-	if err := st.Complete(ctx, idempotency.Completion{Ref: first.Ref, Response: benchResponse, Now: now, ExpiresAt: first.ExpiresAt}); err != nil {
-		b.Fatal(err)
-	}
-	retry := first
-	retry.Owner = uuid.NewString()
-	report := serverTime(b, c)
-	b.ResetTimer()
-	for range b.N {
-		res, err := st.Claim(ctx, retry)
-		if err != nil || res.Claimed || res.Record.Response == nil {
-			b.Fatal(res, err)
+	onEachServerB(b, func(b *testing.B, c *redis.Client) {
+		st := redisstore.New(c, nil)
+		ctx := context.Background()
+		now := time.Now()
+		first := benchClaim(idempotency.Ref{UserID: uuid.NewString(), Key: uuid.NewString(), Owner: uuid.NewString()}, now)
+		if _, err := st.Claim(ctx, first); err != nil {
+			b.Fatal(err)
 		}
-	}
-	b.StopTimer()
-	report(b.N)
+		if err := st.Complete(ctx, idempotency.Completion{Ref: first.Ref, Response: benchResponse, Now: now, ExpiresAt: first.ExpiresAt}); err != nil {
+			b.Fatal(err)
+		}
+		retry := first
+		retry.Owner = uuid.NewString()
+		report := serverTime(b, c)
+		b.ResetTimer()
+		for range b.N {
+			res, err := st.Claim(ctx, retry)
+			if err != nil || res.Claimed || res.Record.Response == nil {
+				b.Fatal(res, err)
+			}
+		}
+		b.StopTimer()
+		report(b.N)
+	})
 }
 
 // BenchmarkClaimNew claims a new key each time: the first half of a first
 // request.
 func BenchmarkClaimNew(b *testing.B) {
-	c := redistest.NewClient(b)
-	st := redisstore.New(c, nil)
-	ctx := context.Background()
-	user, prefix := uuid.NewString(), uuid.NewString()
-	now := time.Now()
-	report := serverTime(b, c)
-	b.ResetTimer()
-	for i := range b.N {
-		res, err := st.Claim(ctx, benchClaim(idempotency.Ref{UserID: user, Key: prefix + strconv.Itoa(i), Owner: "o"}, now))
-		if err != nil || !res.Claimed {
-			b.Fatal(res, err)
+	onEachServerB(b, func(b *testing.B, c *redis.Client) {
+		st := redisstore.New(c, nil)
+		ctx := context.Background()
+		user, prefix := uuid.NewString(), uuid.NewString()
+		now := time.Now()
+		report := serverTime(b, c)
+		b.ResetTimer()
+		for i := range b.N {
+			res, err := st.Claim(ctx, benchClaim(idempotency.Ref{UserID: user, Key: prefix + strconv.Itoa(i), Owner: "o"}, now))
+			if err != nil || !res.Claimed {
+				b.Fatal(res, err)
+			}
 		}
-	}
-	b.StopTimer()
-	report(b.N)
+		b.StopTimer()
+		report(b.N)
+	})
 }
 
 // BenchmarkComplete completes keys claimed before the timed loop: the
 // second half of a first request.
 func BenchmarkComplete(b *testing.B) {
-	c := redistest.NewClient(b)
-	st := redisstore.New(c, nil)
-	ctx := context.Background()
-	user, prefix := uuid.NewString(), uuid.NewString()
-	now := time.Now()
-	refs := make([]idempotency.Ref, b.N)
-	for i := range refs {
-		refs[i] = idempotency.Ref{UserID: user, Key: prefix + strconv.Itoa(i), Owner: "o"}
-		if _, err := st.Claim(ctx, benchClaim(refs[i], now)); err != nil {
-			b.Fatal(err)
+	onEachServerB(b, func(b *testing.B, c *redis.Client) {
+		st := redisstore.New(c, nil)
+		ctx := context.Background()
+		user, prefix := uuid.NewString(), uuid.NewString()
+		now := time.Now()
+		refs := make([]idempotency.Ref, b.N)
+		for i := range refs {
+			refs[i] = idempotency.Ref{UserID: user, Key: prefix + strconv.Itoa(i), Owner: "o"}
+			if _, err := st.Claim(ctx, benchClaim(refs[i], now)); err != nil {
+				b.Fatal(err)
+			}
 		}
-	}
-	report := serverTime(b, c)
-	b.ResetTimer()
-	for _, ref := range refs {
-		if err := st.Complete(ctx, idempotency.Completion{Ref: ref, Response: benchResponse, Now: now, ExpiresAt: now.Add(24 * time.Hour)}); err != nil {
-			b.Fatal(err)
+		report := serverTime(b, c)
+		b.ResetTimer()
+		for _, ref := range refs {
+			if err := st.Complete(ctx, idempotency.Completion{Ref: ref, Response: benchResponse, Now: now, ExpiresAt: now.Add(24 * time.Hour)}); err != nil {
+				b.Fatal(err)
+			}
 		}
+		b.StopTimer()
+		report(b.N)
+	})
+}
+
+// onEachServerB runs f as a sub-benchmark on each server, with a client of
+// its own.
+func onEachServerB(b *testing.B, f func(b *testing.B, c *redis.Client)) {
+	for _, srv := range servers {
+		b.Run(srv.name, func(b *testing.B) { f(b, srv.client(b)) })
 	}
-	b.StopTimer()
-	report(b.N)
 }

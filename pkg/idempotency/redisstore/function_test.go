@@ -13,11 +13,13 @@ import (
 )
 
 // TestFunctionBehaviour runs the behaviour table of Function and
-// SQSHandler on the Redis store.
+// SQSHandler on the Redis store, on Redis and on Valkey.
 func TestFunctionBehaviour(t *testing.T) {
 	t.Parallel()
-	idempotencytest.RunFunctionBehaviour(t, func(t *testing.T) idempotency.Store {
-		return redisstore.New(redistest.NewClient(t), nil)
+	onEachServer(t, func(t *testing.T, srv server) {
+		idempotencytest.RunFunctionBehaviour(t, func(t *testing.T) idempotency.Store {
+			return redisstore.New(srv.client(t), nil)
+		})
 	})
 }
 

@@ -12,11 +12,14 @@ import (
 	"github.com/ichido/ichido/pkg/idempotency/redisstore"
 )
 
-// TestHTTPBehaviour runs the decorator's HTTP behaviour table on Redis.
+// TestHTTPBehaviour runs the decorator's HTTP behaviour table on Redis and
+// on Valkey.
 func TestHTTPBehaviour(t *testing.T) {
 	t.Parallel()
-	idempotencytest.RunHTTPBehaviour(t, func(t *testing.T) idempotency.Store {
-		return redisstore.New(redistest.NewClient(t), nil)
+	onEachServer(t, func(t *testing.T, srv server) {
+		idempotencytest.RunHTTPBehaviour(t, func(t *testing.T) idempotency.Store {
+			return redisstore.New(srv.client(t), nil)
+		})
 	})
 }
 

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ichido/ichido/internal/redistest"
@@ -159,13 +161,23 @@ func FuzzDecodeRecord(f *testing.F) {
 	})
 }
 
-// TestCompleteScriptWritesTheFormat: the complete script, which builds the
-// completed record from the in-progress one on the server, writes the
-// value that encodeRecord writes; the claim writes encodeClaim's.
+// TestCompleteScriptWritesTheFormat: the completion writes the value that
+// encodeRecord writes, built from the in-progress record by the complete
+// script on the server (Redis 7.0) or by completedRecord for SET … IFEQ
+// (Valkey 8.1, where the script is not called: the store's first
+// completion decides); the claim writes encodeClaim's.
 func TestCompleteScriptWritesTheFormat(t *testing.T) {
 	t.Parallel()
-	client := redistest.NewClient(t)
-	st := New(client, &Options{KeyPrefix: "format:"})
+	for server, client := range map[string]*redis.Client{"redis": redistest.NewClient(t), "valkey": redistest.NewValkeyClient(t)} {
+		t.Run(server, func(t *testing.T) {
+			t.Parallel()
+			completesInFormat(t, client, server == "valkey")
+		})
+	}
+}
+
+func completesInFormat(t *testing.T, client *redis.Client, native bool) {
+	st := New(client, &Options{KeyPrefix: "format:" + uuid.NewString() + ":"})
 	ctx := context.Background()
 	for name, rec := range sampleRecords() {
 		t.Run(name, func(t *testing.T) {
@@ -189,6 +201,11 @@ func TestCompleteScriptWritesTheFormat(t *testing.T) {
 			want, err = encodeRecord(rec)
 			require.NoError(t, err)
 			require.Equal(t, string(want), client.Get(ctx, key).Val())
+			path := nativeOff
+			if native {
+				path = nativeOn
+			}
+			require.Equal(t, path, st.native.Load(), "whether the server has SET … IFEQ")
 		})
 	}
 }

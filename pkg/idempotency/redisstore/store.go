@@ -90,6 +90,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -132,6 +133,12 @@ type Store struct {
 	client    redis.UniversalClient
 	prefix    string
 	maxRecord int
+
+	// native says whether the server has SET … IFEQ (native.go), and
+	// pending holds the in-progress records of the runs that may complete
+	// with it.
+	native  atomic.Int32
+	pending pendingRuns
 }
 
 var _ idempotency.Store = (*Store)(nil)
@@ -202,6 +209,15 @@ func (s *Store) Claim(ctx context.Context, c idempotency.Claim) (idempotency.Cla
 	return res, nil
 }
 
+// remember keeps the in-progress record value that c's claim wrote at key,
+// for a completion with SET … IFEQ, unless the server is known not to have
+// it.
+func (s *Store) remember(key string, c idempotency.Claim, value []byte) {
+	if s.native.Load() != nativeOff {
+		s.pending.put(key, c.Owner, value, later(c.LeaseUntil, c.ExpiresAt))
+	}
+}
+
 // claim is Claim's one SET, and the takeover script when the record found
 // is absent by the caller's clock.
 func (s *Store) claim(ctx context.Context, key string, c idempotency.Claim, value []byte, ttl int64) (idempotency.ClaimResult, error) {
@@ -209,6 +225,7 @@ func (s *Store) claim(ctx context.Context, key string, c idempotency.Claim, valu
 	_ = s.client.Process(ctx, set)
 	cur, err := set.Result()
 	if errors.Is(err, redis.Nil) {
+		s.remember(key, c, value)
 		return c.Inserted(), nil
 	}
 	if err != nil {
@@ -219,7 +236,11 @@ func (s *Store) claim(ctx context.Context, key string, c idempotency.Claim, valu
 		return idempotency.ClaimResult{}, err
 	}
 	if rec.Live(time.UnixMicro(c.Now.UnixMicro())) { // the record's times are whole µs
-		return c.Found(rec), nil
+		res := c.Found(rec)
+		if res.Claimed { // the caller's own claim, found again
+			s.remember(key, c, []byte(cur))
+		}
+		return res, nil
 	}
 	reply, err := takeoverScript.Run(ctx, s.client, []string{key}, value, c.Now.UnixMicro(), ttl).Result()
 	if err != nil {
@@ -227,6 +248,7 @@ func (s *Store) claim(ctx context.Context, key string, c idempotency.Claim, valu
 	}
 	switch r := reply.(type) {
 	case int64:
+		s.remember(key, c, value)
 		return c.Inserted(), nil
 	case string:
 		// Live by the earlier of the two clocks: the answer, whatever the
@@ -257,9 +279,16 @@ func (s *Store) Complete(ctx context.Context, c idempotency.Completion) error {
 	if size := minRecordLen + 64 + len(c.Owner) + len(headers) + len(c.Response.Body); size > s.maxRecord {
 		return storeError(ctx, "complete", fmt.Errorf("%w: the record would be %d bytes, the most this store writes is %d (Options.MaxRecordBytes)", idempotency.ErrTooLarge, size, s.maxRecord))
 	}
-	keys := []string{s.Key(c.UserID, c.Key)}
+	key := s.Key(c.UserID, c.Key)
 	ttl := ttlMillis(c.Now, c.ExpiresAt)
-	n, err := completeScript.Run(ctx, s.client, keys, c.Owner, flags, times, headers, c.Response.Body, ttl).Int64()
+	done, err := s.completeNative(ctx, key, c.Owner, flags[0], times, headers, c.Response.Body, ttl)
+	if err != nil {
+		return storeError(ctx, "complete", err)
+	}
+	if done {
+		return nil
+	}
+	n, err := completeScript.Run(ctx, s.client, []string{key}, c.Owner, flags, times, headers, c.Response.Body, ttl).Int64()
 	if err != nil {
 		return storeError(ctx, "complete", err)
 	}
@@ -274,8 +303,9 @@ func (s *Store) Release(ctx context.Context, r idempotency.Ref) error {
 	if err := ctx.Err(); err != nil {
 		return storeError(ctx, "release", err)
 	}
-	keys := []string{s.Key(r.UserID, r.Key)}
-	n, err := releaseScript.Run(ctx, s.client, keys, r.Owner).Int64()
+	key := s.Key(r.UserID, r.Key)
+	s.pending.forget(key, r.Owner)
+	n, err := releaseScript.Run(ctx, s.client, []string{key}, r.Owner).Int64()
 	if err != nil {
 		return storeError(ctx, "release", err)
 	}
@@ -293,18 +323,22 @@ func (s *Store) Renew(ctx context.Context, r idempotency.Renewal) error {
 	if err := ctx.Err(); err != nil {
 		return storeError(ctx, "renew", err)
 	}
-	keys := []string{s.Key(r.UserID, r.Key)}
+	key := s.Key(r.UserID, r.Key)
 	lease := r.LeaseUntil.UnixMicro()
 	leaseBytes := binary.BigEndian.AppendUint64(make([]byte, 0, 8), uint64(lease))
 	leaseText := strconv.FormatInt(lease, 10)
 	ttl := ttlMillis(r.Now, r.LeaseUntil)
-	n, err := renewScript.Run(ctx, s.client, keys, r.Owner, leaseBytes, leaseText, ttl).Int64()
+	n, err := renewScript.Run(ctx, s.client, []string{key}, r.Owner, leaseBytes, leaseText, ttl).Int64()
 	if err != nil {
+		// The lease may or may not have moved: complete through the script.
+		s.pending.forget(key, r.Owner)
 		return storeError(ctx, "renew", err)
 	}
 	if n == 0 {
+		s.pending.forget(key, r.Owner)
 		return idempotency.ErrLeaseLost
 	}
+	s.pending.renewed(key, r.Owner, lease)
 	return nil
 }
 
@@ -344,10 +378,10 @@ func storeError(ctx context.Context, op string, err error) error {
 	case strings.Contains(err.Error(), "invalid bulk length"), strings.Contains(err.Error(), "exceeds maximum allowed size"):
 		err = fmt.Errorf("%w: the server refused the value as too large (lower Options.MaxRecordBytes to the server's limit): %w", idempotency.ErrTooLarge, err)
 		permanent = true
-	case op == "claim" && redis.HasErrorPrefix(err, "ERR syntax error"):
+	case op == "claim" && redis.HasErrorPrefix(err, "syntax error"):
 		err = fmt.Errorf("the server refused SET with NX and GET (it needs Redis 7.0 or later, or Valkey): %w", err)
 		permanent = true
-	case redis.HasErrorPrefix(err, "ERR unknown command"):
+	case redis.HasErrorPrefix(err, "unknown command"):
 		err = fmt.Errorf("the server does not know a command the store needs: %w", err)
 		permanent = true
 	}

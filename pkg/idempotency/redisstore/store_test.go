@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -63,11 +64,61 @@ func newMisconfiguredStore(t *testing.T) idempotency.Store {
 // largest record is set just below it.
 const tooLargeBody = 2 << 20
 
+// server is one of the servers the store is tested on.
+type server struct {
+	name string
+	url  func(testing.TB) string
+}
+
+// servers: Debian's Redis 7.0, where the store completes a record with its
+// script, and Valkey 8.1, where it completes with SET … IFEQ.
+var servers = []server{
+	{"redis", redistest.URL},
+	{"valkey", redistest.ValkeyURL},
+}
+
+// client returns a client of its own on srv, closed when t ends.
+func (srv server) client(t testing.TB) *redis.Client {
+	t.Helper()
+	opts, err := redis.ParseURL(srv.url(t))
+	require.NoError(t, err)
+	c := redis.NewClient(opts)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// onEachServer runs f as a parallel subtest on each server.
+func onEachServer(t *testing.T, f func(t *testing.T, srv server)) {
+	for _, srv := range servers {
+		t.Run(srv.name, func(t *testing.T) {
+			t.Parallel()
+			f(t, srv)
+		})
+	}
+}
+
+// hasIFEQ reports whether the server of c has SET … IFEQ.
+func hasIFEQ(t testing.TB, c *redis.Client) bool {
+	t.Helper()
+	err := c.Do(context.Background(), "SET", "ifeq-probe:"+uuid.NewString(), "v", "IFEQ", "w").Err()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return true
+	case err != nil && strings.Contains(err.Error(), "syntax error"):
+		return false
+	default:
+		t.Fatalf("SET … IFEQ on a missing key answered %v", err)
+		return false
+	}
+}
+
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	storetest.RunWithOptions(t, func(t *testing.T) idempotency.Store {
-		return redisstore.New(redistest.NewClient(t), &redisstore.Options{MaxRecordBytes: tooLargeBody})
-	}, storetest.Options{NewBrokenStore: newBrokenStore, NewMisconfiguredStore: newMisconfiguredStore, TooLargeBody: tooLargeBody})
+	onEachServer(t, func(t *testing.T, srv server) {
+		storetest.RunWithOptions(t, func(t *testing.T) idempotency.Store {
+			return redisstore.New(srv.client(t), &redisstore.Options{MaxRecordBytes: tooLargeBody})
+		}, storetest.Options{NewBrokenStore: newBrokenStore, NewMisconfiguredStore: newMisconfiguredStore, TooLargeBody: tooLargeBody})
+	})
 }
 
 // TestConformanceFromEnv runs the suite through the client ClientFromEnv
