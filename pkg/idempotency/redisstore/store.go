@@ -3,7 +3,9 @@
 // 10,000 monthly active users. It implements the same idempotency.Store
 // contract as package pgstore and passes the same conformance suite, so a
 // handler wrapped by idempotency.Wrap does not change when the store does.
-// It needs Redis 7.0 or later, or Valkey (SET with both NX and GET).
+// It needs Redis 7.0 or later, or Valkey (SET with both NX and GET); on
+// Valkey 8.1 or Redis 8.4 and later a first request's completion is a plain
+// command instead of a script.
 //
 // Each record is one string value under "<prefix>{<user_id>:<key>}". The
 // braces are a hash tag that holds the whole identity of the record, so
@@ -41,7 +43,18 @@
 // (in progress) and the owner token, then SET the completed record, DEL, or
 // overwrite the lease in place (SETRANGE) and raise the key's time to live
 // to cover it (PEXPIRE GT). They are fenced by the owner and the status, not
-// by the lease.
+// by the lease. Where the server has SET … IFEQ (Valkey 8.1 and later,
+// Redis 8.4 and later), Complete is one plain command instead:
+//
+//	SET <key> <completed record> IFEQ <the run's in-progress record> PX <ttl ms>
+//
+// The store remembers the bytes of each run's in-progress record from its
+// claim, and follows its own renewals, so the write happens only over that
+// very record: a value that holds the run's owner token and the in-progress
+// status, the script's fence. When the bytes differ (the record was taken
+// over, or renewed where this store did not see it) nothing is written and
+// the script decides; a server that refuses IFEQ gets the script from then
+// on. See docs/adr/0101-redis-native-fenced-completion.md.
 //
 // Expired records are removed by Redis itself: each write gives the key
 // the record's time to live (PX), ExpiresAt − Now (while in progress, up to
