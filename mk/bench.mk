@@ -7,7 +7,8 @@
 # own (internal/pgtest) rather than the shared one of `make db-start`: it records
 # and fixes the durability settings it compares (fsync, synchronous_commit
 # on), puts a few GB of keys in, and must not be stopped halfway by a
-# concurrent `make test`. Redis: a private redis-server (internal/redistest).
+# concurrent `make test`. Redis: a private redis-server and a private Valkey
+# 8.1 (internal/redistest; make deps builds Valkey).
 # DynamoDB: a private moto_server (internal/dynamotest), for the requests and
 # capacity of the DynamoDB store, never for its latency.
 
