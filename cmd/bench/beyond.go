@@ -35,6 +35,12 @@ type BeyondResult struct {
 	// Valkey: the same sides on Valkey 8.1, where the store completes a
 	// record with SET … IFEQ instead of the script Redis 7.0 needs.
 	Valkey []Side `json:"valkey,omitempty"`
+	// PostgresAwake, RedisAwake and ValkeyAwake: the same comparisons with
+	// the machine's cores kept awake by a busy loop at the lowest priority
+	// (awake.go), where a loopback round trip is at its fastest.
+	PostgresAwake []Side `json:"postgres_awake,omitempty"`
+	RedisAwake    []Side `json:"redis_awake,omitempty"`
+	ValkeyAwake   []Side `json:"valkey_awake,omitempty"`
 	// CacheRecords is how many records filled the cache to measure its
 	// memory; CacheBytesPerRecord the heap they took, per record, and
 	// CacheCountedPerRecord what the cache's bound counts for each.
@@ -116,16 +122,19 @@ func (b *bench) beyond(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if res.Postgres, err = compareInTurn(ctx, p, []sideSpec{{"floor (SELECT 1)", selectOne}, dec[0], cached}); err != nil {
-		return err
+	// Each comparison runs twice: as the machine is, then with its cores
+	// kept awake (awake.go).
+	type comparison struct {
+		name        string
+		specs       []sideSpec
+		idle, awake *[]Side
 	}
-	logSides("postgres", res.Postgres)
-
+	comparisons := []comparison{{"postgres", []sideSpec{{"floor (SELECT 1)", selectOne}, dec[0], cached}, &res.Postgres, &res.PostgresAwake}}
 	for _, server := range []struct {
-		name   string
-		client *redis.Client
-		sides  *[]Side
-	}{{"redis", b.redis, &res.Redis}, {"valkey", b.valkey, &res.Valkey}} {
+		name        string
+		client      *redis.Client
+		idle, awake *[]Side
+	}{{"redis", b.redis, &res.Redis, &res.RedisAwake}, {"valkey", b.valkey, &res.Valkey, &res.ValkeyAwake}} {
 		if server.client == nil {
 			continue
 		}
@@ -133,16 +142,35 @@ func (b *bench) beyond(ctx context.Context) error {
 			return timed(func() error { return server.client.Ping(ctx).Err() })
 		}
 		rstore := redisstore.New(server.client, nil)
-		if dec, err = b.decoratorSides(ctx, rstore); err != nil {
+		dec, err := b.decoratorSides(ctx, rstore)
+		if err != nil {
 			return err
 		}
-		if cached, err = b.cachedReplaySide(ctx, rstore); err != nil {
+		cached, err := b.cachedReplaySide(ctx, rstore)
+		if err != nil {
 			return err
 		}
-		if *server.sides, err = compareInTurn(ctx, p, []sideSpec{{"floor (PING)", ping}, dec[0], cached, dec[1]}); err != nil {
+		comparisons = append(comparisons, comparison{server.name, []sideSpec{{"floor (PING)", ping}, dec[0], cached, dec[1]}, server.idle, server.awake})
+	}
+	for _, c := range comparisons {
+		if *c.idle, err = compareInTurn(ctx, p, c.specs); err != nil {
 			return err
 		}
-		logSides(server.name, *server.sides)
+		logSides(c.name, *c.idle)
+	}
+	stopAwake, err := keepAwake(ctx)
+	if err != nil {
+		return err
+	}
+	for _, c := range comparisons {
+		if *c.awake, err = compareInTurn(ctx, p, c.specs); err != nil {
+			_ = stopAwake()
+			return err
+		}
+		logSides(c.name+", cores kept awake", *c.awake)
+	}
+	if err := stopAwake(); err != nil {
+		return err
 	}
 
 	if err := b.cacheMemory(ctx, res); err != nil {

@@ -74,6 +74,10 @@ type config struct {
 var sections = []string{"fingerprint", "floor", "beyond", "hotpath", "delay", "durability", "e2e", "coldstart", "dynamodb", "growth"}
 
 func main() {
+	if os.Getenv(envAwake) != "" {
+		runAwakeLoop()
+		return
+	}
 	log.SetFlags(log.Ltime)
 	log.SetPrefix("bench: ")
 	cfg, err := parseFlags(os.Args[1:])

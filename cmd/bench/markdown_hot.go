@@ -100,6 +100,16 @@ func (b *bench) hotPathMarkdown(w *strings.Builder) {
 		if len(br.Valkey) > 0 {
 			p("**Valkey 8.1** (the same sides; the store completes a record with one `SET … IFEQ` here, where Redis 7.0 needs its script: ADR 0101)\n\n%s\n", sideTable(br.Valkey, 0, false))
 		}
+		if len(br.PostgresAwake) > 0 {
+			p("**The same comparisons with the cores kept awake.** On this virtual machine an idle core sleeps, and a loopback round trip waits for the cores at both ends to wake; when the machine is busy, the same round trip is several times faster. So each comparison above runs a second time while a busy loop at the lowest priority (nice 19; `cmd/bench/awake.go`) keeps every core out of idle: the scheduler gives a core to a woken thread of normal priority, and the round trips are at their fastest. What the client adds to a round trip then weighs the most, and the targets are judged in this state too, at p50; a p99 here can include a wake-up that waited behind the loop for a scheduler tick, and is not comparable with the figures above.\n\n")
+			p("PostgreSQL:\n\n%s\n", sideTable(br.PostgresAwake, 0, false))
+			if len(br.RedisAwake) > 0 {
+				p("Redis 7.0:\n\n%s\n", sideTable(br.RedisAwake, 0, false))
+			}
+			if len(br.ValkeyAwake) > 0 {
+				p("Valkey 8.1:\n\n%s\n", sideTable(br.ValkeyAwake, 0, false))
+			}
+		}
 		p("Memory: %d completed records of the bench's task answer (a %d-byte body and its Content-Type) held %.0f bytes of heap each in the cache, which counts %.0f bytes each against `LocalCache.MaxBytes` (default 8 MiB: about %d such records; `MaxEntries` defaults to 1024).\n\n",
 			br.CacheRecords, len(benchTaskBody), br.CacheBytesPerRecord, br.CacheCountedPerRecord, int(float64(8<<20)/br.CacheCountedPerRecord))
 		if c := br.Create; c != nil {
