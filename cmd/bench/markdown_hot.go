@@ -134,6 +134,15 @@ func (b *bench) hotPathMarkdown(w *strings.Builder) {
 	}
 }
 
+// idleCached is the cached replay of section 1e's PostgreSQL comparison on
+// the machine as it is, in µs.
+func idleCached(br *BeyondResult) string {
+	if c := side(br.Postgres, "replay (local cache)"); c != nil {
+		return fmt.Sprintf("%.1f µs", 1000*c.P50Ms)
+	}
+	return "not measured"
+}
+
 func yesNo(b bool) string {
 	if b {
 		return "yes"
@@ -209,6 +218,11 @@ func (b *bench) missedMarkdown(w *strings.Builder) {
 				}
 				if fl := side(floors, name); fl != nil && cached != nil {
 					p("; through the %.1f ms-each-way delay of section 1c, the floor is %.3f ms, and the same cached replay is %.4f× of it", d.DelayMs, fl.P50Ms, ratio(cached.P50Ms, fl.P50Ms))
+				}
+			}
+			if br := r.Beyond; br != nil && strings.HasSuffix(t.What, "cores kept awake") {
+				if fl, c := side(br.PostgresAwake, "floor (SELECT 1)"), side(br.PostgresAwake, "replay (local cache)"); fl != nil && c != nil {
+					p(". With the cores kept awake the floor is %.3f ms, so the target asks for a cached replay of %.1f µs, log line included, after a round trip; it took %.1f µs (%s with idle cores): the floor falls severalfold when the cores stay awake, the replay's own work much less", fl.P50Ms, 100*fl.P50Ms, 1000*c.P50Ms, idleCached(br))
 				}
 			}
 			p(".\n")
