@@ -45,24 +45,17 @@ func (b *bench) markdown(plots map[string]string) string {
 			p("| `%s` | %s |\n", k, v)
 		}
 	}
-	if len(r.Redis) > 0 {
-		keys := make([]string, 0, len(r.Redis))
-		for k := range r.Redis {
+	for _, server := range []struct {
+		name     string
+		settings map[string]string
+	}{{"Redis", r.Redis}, {"Valkey", r.Valkey}} {
+		keys := make([]string, 0, len(server.settings))
+		for k := range server.settings {
 			keys = append(keys, k)
 		}
 		sort.Strings(keys)
 		for _, k := range keys {
-			p("| Redis `%s` | %s |\n", k, orDash(r.Redis[k]))
-		}
-	}
-	if len(r.Valkey) > 0 {
-		keys := make([]string, 0, len(r.Valkey))
-		for k := range r.Valkey {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			p("| Valkey `%s` | %s |\n", k, orDash(r.Valkey[k]))
+			p("| %s `%s` | %s |\n", server.name, k, orDash(server.settings[k]))
 		}
 	}
 	p("\n")

@@ -204,11 +204,39 @@ func StartT(t testing.TB, extraArgs ...string) *Server {
 	return s
 }
 
-var shared struct {
+// sharedServer is a server that the tests of a binary share, started on
+// first use.
+type sharedServer struct {
 	mu     sync.Mutex
 	server *Server
 	err    error
 }
+
+// url returns the shared server's URL, starting it with start on first use.
+func (s *sharedServer) url(start func(context.Context, ...string) (*Server, error)) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.server == nil && s.err == nil {
+		s.server, s.err = start(context.Background())
+	}
+	if s.err != nil {
+		return "", s.err
+	}
+	return s.server.URL(), nil
+}
+
+// stop stops the shared server if it was started; a later url starts a new
+// one.
+func (s *sharedServer) stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.server != nil {
+		s.server.Stop()
+	}
+	s.server, s.err = nil, nil
+}
+
+var shared sharedServer
 
 // URL returns the URL of the server the tests of this binary share:
 // TEST_REDIS_URL when set, else a private server started on first use and
@@ -227,15 +255,7 @@ func SharedURL() (string, error) {
 	if u := os.Getenv(EnvURL); u != "" {
 		return u, nil
 	}
-	shared.mu.Lock()
-	defer shared.mu.Unlock()
-	if shared.server == nil && shared.err == nil {
-		shared.server, shared.err = Start(context.Background())
-	}
-	if shared.err != nil {
-		return "", shared.err
-	}
-	return shared.server.URL(), nil
+	return shared.url(Start)
 }
 
 // NewClient returns a client on the shared server (see URL), closed when t
@@ -243,9 +263,16 @@ func SharedURL() (string, error) {
 // prefix), and none flushes the database.
 func NewClient(t testing.TB) *redis.Client {
 	t.Helper()
-	opts, err := redis.ParseURL(URL(t))
+	return clientAt(t, URL(t), EnvURL)
+}
+
+// clientAt returns a client on url, which env may have given, closed when t
+// ends.
+func clientAt(t testing.TB, url, env string) *redis.Client {
+	t.Helper()
+	opts, err := redis.ParseURL(url)
 	if err != nil {
-		t.Fatalf("redistest: %s: %v", EnvURL, err)
+		t.Fatalf("redistest: %s: %v", env, err)
 	}
 	c := redis.NewClient(opts)
 	t.Cleanup(func() { _ = c.Close() })
@@ -257,19 +284,14 @@ func NewClient(t testing.TB) *redis.Client {
 func Main(m *testing.M) {
 	code := m.Run()
 	StopShared()
-	stopSharedValkey()
 	os.Exit(code)
 }
 
-// StopShared stops the shared server of this binary if it was started. A
-// later URL call starts a new one.
+// StopShared stops the shared servers of this binary (Redis and Valkey)
+// that were started. A later URL or ValkeyURL call starts a new one.
 func StopShared() {
-	shared.mu.Lock()
-	defer shared.mu.Unlock()
-	if shared.server != nil {
-		shared.server.Stop()
-	}
-	shared.server, shared.err = nil, nil
+	shared.stop()
+	sharedValkey.stop()
 }
 
 // EnsureInstalled returns the path of redis-server, installing the package

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -58,11 +57,7 @@ func StartValkey(ctx context.Context, extraArgs ...string) (*Server, error) {
 	return startBin(ctx, bin, extraArgs)
 }
 
-var sharedValkey struct {
-	mu     sync.Mutex
-	server *Server
-	err    error
-}
+var sharedValkey sharedServer
 
 // ValkeyURL returns the URL of the Valkey server the tests of this binary
 // share: TEST_VALKEY_URL when set, else a private server started on first
@@ -72,35 +67,16 @@ func ValkeyURL(t testing.TB) string {
 	if u := os.Getenv(EnvValkeyURL); u != "" {
 		return u
 	}
-	sharedValkey.mu.Lock()
-	defer sharedValkey.mu.Unlock()
-	if sharedValkey.server == nil && sharedValkey.err == nil {
-		sharedValkey.server, sharedValkey.err = StartValkey(context.Background())
+	u, err := sharedValkey.url(StartValkey)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if sharedValkey.err != nil {
-		t.Fatal(sharedValkey.err)
-	}
-	return sharedValkey.server.URL()
+	return u
 }
 
 // NewValkeyClient returns a client on the shared Valkey server (see
 // ValkeyURL), closed when t ends.
 func NewValkeyClient(t testing.TB) *redis.Client {
 	t.Helper()
-	opts, err := redis.ParseURL(ValkeyURL(t))
-	if err != nil {
-		t.Fatalf("redistest: %s: %v", EnvValkeyURL, err)
-	}
-	c := redis.NewClient(opts)
-	t.Cleanup(func() { _ = c.Close() })
-	return c
-}
-
-func stopSharedValkey() {
-	sharedValkey.mu.Lock()
-	defer sharedValkey.mu.Unlock()
-	if sharedValkey.server != nil {
-		sharedValkey.server.Stop()
-	}
-	sharedValkey.server, sharedValkey.err = nil, nil
+	return clientAt(t, ValkeyURL(t), EnvValkeyURL)
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ichido/ichido/pkg/idempotency"
@@ -14,6 +15,25 @@ import (
 // The completion with SET … IFEQ, on Valkey 8.1 (native.go). Each test
 // names the commands the store sends, so that a completion that fell back
 // to the script, or skipped it when it should not have, shows.
+
+// valkeyHooked is hookedStore on the Valkey of the tests, which has
+// SET … IFEQ.
+func valkeyHooked(t *testing.T) (*redisstore.Store, *commandHook, *redis.Client) {
+	t.Helper()
+	st, hook, other := hookedStore(t, servers[1])
+	require.True(t, hasIFEQ(t, other), "the Valkey of the tests has SET … IFEQ")
+	return st, hook, other
+}
+
+// requireIFEQThenScript checks that the commands since the hook's last take
+// are a SET (… IFEQ, which missed) and then the complete script.
+func requireIFEQThenScript(t *testing.T, hook *commandHook) {
+	t.Helper()
+	names := hook.take()
+	require.NotEmpty(t, names)
+	require.Equal(t, "set", names[0], "SET … IFEQ first")
+	require.Contains(t, [][]string{{"evalsha"}, {"evalsha", "eval"}}, names[1:], "then the script")
+}
 
 func completion(ref idempotency.Ref, now time.Time) idempotency.Completion {
 	return idempotency.Completion{
@@ -30,8 +50,7 @@ func completion(ref idempotency.Ref, now time.Time) idempotency.Completion {
 // record it writes is the one the script writes.
 func TestNativeCompletionAfterRenewals(t *testing.T) {
 	t.Parallel()
-	st, hook, other := hookedStore(t, servers[1])
-	require.True(t, hasIFEQ(t, other))
+	st, hook, other := valkeyHooked(t)
 	ctx := context.Background()
 	now := time.Now()
 	c := idempotency.Claim{Ref: newRef(), RequestHash: "h", Now: now, LeaseUntil: now.Add(10 * time.Second), ExpiresAt: now.Add(time.Minute)}
@@ -66,8 +85,7 @@ func TestNativeCompletionAfterRenewals(t *testing.T) {
 // run's.
 func TestNativeCompletionOfALostLease(t *testing.T) {
 	t.Parallel()
-	st, hook, other := hookedStore(t, servers[1])
-	require.True(t, hasIFEQ(t, other))
+	st, hook, other := valkeyHooked(t)
 	ctx := context.Background()
 	old, next := abandoned(t, st)
 	res, err := redisstore.New(other, nil).Claim(ctx, next)
@@ -78,9 +96,7 @@ func TestNativeCompletionOfALostLease(t *testing.T) {
 	hook.take()
 
 	require.ErrorIs(t, st.Complete(ctx, completion(old.Ref, time.Now())), idempotency.ErrLeaseLost)
-	names := hook.take()
-	require.Equal(t, "set", names[0], "SET … IFEQ first")
-	require.Contains(t, [][]string{{"evalsha"}, {"evalsha", "eval"}}, names[1:], "then the script")
+	requireIFEQThenScript(t, hook)
 	require.Equal(t, before, other.Get(ctx, key).Val(), "the new owner's record is untouched")
 }
 
@@ -91,8 +107,7 @@ func TestNativeCompletionOfALostLease(t *testing.T) {
 // the run's.
 func TestNativeCompletionOfAChangedRecord(t *testing.T) {
 	t.Parallel()
-	st, hook, other := hookedStore(t, servers[1])
-	require.True(t, hasIFEQ(t, other))
+	st, hook, other := valkeyHooked(t)
 	ctx := context.Background()
 	now := time.Now()
 	c := claimAt(newRef(), now, time.Minute, time.Hour)
@@ -104,9 +119,7 @@ func TestNativeCompletionOfAChangedRecord(t *testing.T) {
 
 	done := completion(c.Ref, now)
 	require.NoError(t, st.Complete(ctx, done))
-	names := hook.take()
-	require.Equal(t, "set", names[0], "SET … IFEQ first")
-	require.Contains(t, [][]string{{"evalsha"}, {"evalsha", "eval"}}, names[1:], "then the script")
+	requireIFEQThenScript(t, hook)
 	rec, err := redisstore.DecodeRecord(other.Get(ctx, key).Val())
 	require.NoError(t, err)
 	require.Equal(t, idempotency.StatusCompleted, rec.Status)
@@ -118,8 +131,7 @@ func TestNativeCompletionOfAChangedRecord(t *testing.T) {
 // the run: its completion goes to the script directly.
 func TestNativeCompletionOfAReleasedRun(t *testing.T) {
 	t.Parallel()
-	st, hook, other := hookedStore(t, servers[1])
-	require.True(t, hasIFEQ(t, other))
+	st, hook, _ := valkeyHooked(t)
 	ctx := context.Background()
 	now := time.Now()
 	c := claimAt(newRef(), now, time.Minute, time.Hour)
