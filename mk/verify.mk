@@ -18,12 +18,12 @@ verify: deps ## Model-check the protocol with spin (every size, every mutation);
 HISTORY_FIGURES := $(LOCAL)/history-figures.md
 
 .PHONY: soak-history
-soak-history: deps ## Long histories checked under faults on PostgreSQL, Redis and DynamoDB (porcupine); part of make soak
+soak-history: deps ## Long histories checked under faults on PostgreSQL, Redis, Valkey and DynamoDB (porcupine); part of make soak
 	@mkdir -p $(LOCAL)
 	@rm -f $(HISTORY_FIGURES)
 	@$(GO) run ./cmd/devdb url >/dev/null
 	@set -o pipefail; \
-	  ICHIDO_HISTORY_FIGURES=$(HISTORY_FIGURES) $(GO) test -count=1 -timeout 10m -run '^TestHistory$$' -v ./test/history -args -soak 2>&1 | tee $(LOCAL)/history.log | grep -E '^(=== RUN|--- |\s+history_test.go:[0-9]+: (postgres|redis|dynamodb):|ok|FAIL|PASS)'; status=$$?; \
+	  ICHIDO_HISTORY_FIGURES=$(HISTORY_FIGURES) $(GO) test -count=1 -timeout 10m -run '^TestHistory$$' -v ./test/history -args -soak 2>&1 | tee $(LOCAL)/history.log | grep -E '^(=== RUN|--- |\s+history_test.go:[0-9]+: (postgres|redis|valkey|dynamodb):|ok|FAIL|PASS)'; status=$$?; \
 	  $(GO) run ./cmd/devdb stop; \
 	  cat $(HISTORY_FIGURES) 2>/dev/null; \
 	  exit $$status
