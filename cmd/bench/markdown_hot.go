@@ -210,7 +210,11 @@ func (b *bench) missedMarkdown(w *strings.Builder) {
 		p("- **%s** (target %s, this run %s). ", t.What, t.Target, t.Value)
 		switch {
 		case strings.HasPrefix(t.What, "Local cache"):
-			p("A cached replay makes no round trip: what is left is the decorator's own work on the request (the view, the fingerprint), the JSON log line and the EMF line, about 4 µs in a hot loop (BenchmarkWrapReplayCached, pkg/idempotency) and 10–12 µs when each replay follows a round trip, as here, with cold caches; a third of that is the JSON log line, which the work item requires on every hit (the same replays between `PING`s took 7.8 µs at p50 with the logger's level above Info, against 11.9 µs with it). The floor here is a loopback round trip")
+			p("A cached replay makes no round trip: what is left is the decorator's own work on the request (the view, the fingerprint), the JSON log line and the EMF line, about 4 µs in a hot loop (BenchmarkWrapReplayCached, pkg/idempotency), of which about a third is the log line, which the work item requires on every hit (BenchmarkWrapReplayCachedQuiet is the same replay with the logger's level above Info)")
+			if br := r.Beyond; br != nil {
+				p("; in this section, where each replay follows a round trip and meets cold caches, it took %s with idle cores", idleCached(br))
+			}
+			p(". The floor here is a loopback round trip")
 			if d, br := r.Delay, r.Beyond; d != nil && br != nil {
 				floors, name, cached := d.Postgres, "floor (SELECT 1)", side(br.Postgres, "replay (local cache)")
 				if strings.Contains(t.What, "Redis") {

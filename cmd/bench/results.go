@@ -119,6 +119,7 @@ func (r *Results) evaluate() {
 		// range of those ratios is shown beside their sides' medians. The
 		// cached replay against PING is reported in the section, not judged:
 		// the work item sets the cache's target against SELECT 1.
+		//
 		// Each target is judged in both of the machine's states: as it is
 		// (idle cores sleep between round trips) and with its cores kept
 		// awake (awake.go), where the round trip is fastest and the client's

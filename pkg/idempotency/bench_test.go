@@ -135,7 +135,19 @@ func BenchmarkSQSBatch(b *testing.B) {
 // BenchmarkWrapReplayCached is a replay answered from the local cache: no
 // store call at all, the decorator's own cost alone.
 func BenchmarkWrapReplayCached(b *testing.B) {
+	benchReplayCached(b, benchConfig())
+}
+
+// BenchmarkWrapReplayCachedQuiet is BenchmarkWrapReplayCached with the
+// logger's level above Info, so that no log line is written: the
+// difference between the two is the JSON log line's cost.
+func BenchmarkWrapReplayCachedQuiet(b *testing.B) {
 	cfg := benchConfig()
+	cfg.Logger = slog.New(slog.NewJSONHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelError}))
+	benchReplayCached(b, cfg)
+}
+
+func benchReplayCached(b *testing.B, cfg idempotency.Config) {
 	cfg.LocalCache = &idempotency.LocalCache{}
 	h, err := idempotency.Wrap(v2Handler(created), cfg)
 	if err != nil {
