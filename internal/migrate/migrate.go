@@ -169,9 +169,20 @@ func checkAppCron(ctx context.Context, pool *pgxpool.Pool) error {
 	if cronDB == "" || cronDB == here {
 		return nil // pgstore.Migrate reports a missing pg_cron
 	}
-	return fmt.Errorf("%w: the app's migrations %s schedule pg_cron jobs themselves, which works only in the database named by cron.database_name (%q), and this is %q. Run migrate.Up in %q, or create only the idempotency key store here with pgstore.Migrate (or go run ./cmd/keystore), which schedules its purge from %q",
-		ErrCronElsewhere, strings.Join(needs, ", "), cronDB, here, cronDB, cronDB)
+	return &appCronError{msg: fmt.Sprintf("migrate: this is database %q, and pg_cron runs its jobs in database %q (cron.database_name); "+
+		"the app's migrations %s schedule pg_cron jobs of their own, which works only there, whoever connects. "+
+		"Either apply them in %q (point DATABASE_URL at it), or set cron.database_name = '%s' in postgresql.conf and restart the server. "+
+		"Nothing was applied. (To create only the idempotency key store here, use pgstore.Migrate or go run ./cmd/keystore: it schedules its purge from %q.)",
+		here, cronDB, strings.Join(needs, ", "), cronDB, here, cronDB)}
 }
+
+// appCronError is checkAppCron's refusal: not a missing permission (a
+// superuser gets it too) but the wrong database. It matches
+// ErrCronElsewhere.
+type appCronError struct{ msg string }
+
+func (e *appCronError) Error() string { return e.msg }
+func (e *appCronError) Unwrap() error { return ErrCronElsewhere }
 
 // storeVersions lists the key store's applied migrations in the current
 // schema, oldest first (none when it is not there).

