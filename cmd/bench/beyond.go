@@ -19,6 +19,7 @@ import (
 
 	"github.com/ichido/ichido/internal/tasks"
 	"github.com/ichido/ichido/pkg/idempotency"
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
 	"github.com/ichido/ichido/pkg/idempotency/redisstore"
 )
@@ -67,7 +68,7 @@ type WaitLoad struct {
 }
 
 // cachedWrap protects h with store and a local cache.
-func (b *bench) cachedWrap(h handler, store idempotency.Store) (handler, error) {
+func (b *bench) cachedWrap(h handler, store idemstore.Store) (handler, error) {
 	return idempotency.Wrap(h, idempotency.Config{
 		Store:      store,
 		LocalCache: &idempotency.LocalCache{},
@@ -78,7 +79,7 @@ func (b *bench) cachedWrap(h handler, store idempotency.Store) (handler, error) 
 
 // cachedReplaySide is a replay of one key that the wrapper completed, so
 // that every call after the first is answered from its cache.
-func (b *bench) cachedReplaySide(ctx context.Context, store idempotency.Store) (sideSpec, error) {
+func (b *bench) cachedReplaySide(ctx context.Context, store idemstore.Store) (sideSpec, error) {
 	h, err := b.cachedWrap(noop, store)
 	if err != nil {
 		return sideSpec{}, err
@@ -201,12 +202,12 @@ func (b *bench) beyond(ctx context.Context) error {
 // is measured without a server's.
 type nullStore struct{}
 
-func (nullStore) Claim(_ context.Context, c idempotency.Claim) (idempotency.ClaimResult, error) {
-	return idempotency.ClaimResult{Claimed: true, Record: idempotency.Record{UserID: c.UserID, Key: c.Key, Owner: c.Owner, Status: idempotency.StatusInProgress}}, nil
+func (nullStore) Claim(_ context.Context, c idemstore.Claim) (idemstore.ClaimResult, error) {
+	return idemstore.ClaimResult{Claimed: true, Record: idemstore.Record{UserID: c.UserID, Key: c.Key, Owner: c.Owner, Status: idemstore.StatusInProgress}}, nil
 }
-func (nullStore) Complete(context.Context, idempotency.Completion) error { return nil }
-func (nullStore) Release(context.Context, idempotency.Ref) error         { return nil }
-func (nullStore) Renew(context.Context, idempotency.Renewal) error       { return nil }
+func (nullStore) Complete(context.Context, idemstore.Completion) error { return nil }
+func (nullStore) Release(context.Context, idemstore.Ref) error         { return nil }
+func (nullStore) Renew(context.Context, idemstore.Renewal) error       { return nil }
 
 // cacheMemory fills a cache with completed records of the bench's task
 // answer (one per key) and measures the heap they hold.
@@ -262,11 +263,11 @@ const idempotencyCacheOverhead = 640
 
 // countingClaims counts the Claim calls that reach a Store.
 type countingClaims struct {
-	idempotency.Store
+	idemstore.Store
 	claims atomic.Int32
 }
 
-func (s *countingClaims) Claim(ctx context.Context, c idempotency.Claim) (idempotency.ClaimResult, error) {
+func (s *countingClaims) Claim(ctx context.Context, c idemstore.Claim) (idemstore.ClaimResult, error) {
 	s.claims.Add(1)
 	return s.Store.Claim(ctx, c)
 }
@@ -274,7 +275,7 @@ func (s *countingClaims) Claim(ctx context.Context, c idempotency.Claim) (idempo
 // waitLoad runs a first request whose handler takes d and, once it runs, a
 // duplicate that waits for its answer (WaitForResult 10s), and counts the
 // duplicate's Claim calls.
-func (b *bench) waitLoad(ctx context.Context, store idempotency.Store, d time.Duration) (WaitLoad, error) {
+func (b *bench) waitLoad(ctx context.Context, store idemstore.Store, d time.Duration) (WaitLoad, error) {
 	started := make(chan struct{})
 	slow := func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 		close(started)

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/ichido/ichido/pkg/idempotency"
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
 	"github.com/ichido/ichido/pkg/idempotency/redisstore"
 )
@@ -29,7 +30,7 @@ type DurabilityLevel struct {
 }
 
 // storedResponse is a typical create response: 201, a Location and a task.
-var storedResponse = idempotency.StoredResponse{
+var storedResponse = idemstore.Response{
 	StatusCode: 201,
 	Headers: map[string]string{
 		"Content-Type": "application/json",
@@ -43,24 +44,24 @@ const requestHash = "5d41402abc4b2a76b9719d911017c592e3b0c44298fc1c149afbf4c8996
 
 // claimComplete is the store's part of a first request: claim a new key,
 // then complete it with the response.
-func claimComplete(store idempotency.Store) op {
+func claimComplete(store idemstore.Store) op {
 	return func(ctx context.Context, _ int) (time.Duration, error) {
-		ref := idempotency.Ref{UserID: uuid.NewString(), Key: uuid.NewString(), Owner: uuid.NewString()}
+		ref := idemstore.Ref{UserID: uuid.NewString(), Key: uuid.NewString(), Owner: uuid.NewString()}
 		start := time.Now()
 		if err := claimNew(ctx, store, ref); err != nil {
 			return 0, err
 		}
 		now := time.Now()
-		err := store.Complete(ctx, idempotency.Completion{Ref: ref, Response: storedResponse, Now: now, ExpiresAt: now.Add(idempotency.DefaultTTL)})
+		err := store.Complete(ctx, idemstore.Completion{Ref: ref, Response: storedResponse, Now: now, ExpiresAt: now.Add(idempotency.DefaultTTL)})
 		return time.Since(start), err
 	}
 }
 
 var errNotClaimed = errors.New("a new key was not claimed")
 
-func claimNew(ctx context.Context, store idempotency.Store, ref idempotency.Ref) error {
+func claimNew(ctx context.Context, store idemstore.Store, ref idemstore.Ref) error {
 	now := time.Now()
-	res, err := store.Claim(ctx, idempotency.Claim{
+	res, err := store.Claim(ctx, idemstore.Claim{
 		Ref: ref, RequestHash: requestHash, Now: now,
 		LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(idempotency.DefaultTTL),
 	})

@@ -19,6 +19,7 @@ import (
 	"github.com/ichido/ichido/internal/dynamotest"
 	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/dynamostore"
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 )
 
 // DynamoDBResult is what the DynamoDB store asks of DynamoDB, measured on
@@ -262,7 +263,7 @@ func (b *bench) dynamoDB(ctx context.Context) error {
 		// the response, with its lease.
 		probe := uuid.NewString()
 		now := time.Now()
-		if _, err := store.Claim(ctx, idempotency.Claim{Ref: idempotency.Ref{UserID: user, Key: probe, Owner: uuid.NewString()}, RequestHash: strings.Repeat("0", 64), Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(idempotency.DefaultTTL)}); err != nil {
+		if _, err := store.Claim(ctx, idemstore.Claim{Ref: idemstore.Ref{UserID: user, Key: probe, Owner: uuid.NewString()}, RequestHash: strings.Repeat("0", 64), Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(idempotency.DefaultTTL)}); err != nil {
 			return 0, 0, 0, err
 		}
 		open, err := item(user, probe)
@@ -292,7 +293,7 @@ func (b *bench) dynamoDB(ctx context.Context) error {
 	// progress by another owner.
 	heldKey := uuid.NewString()
 	now := time.Now()
-	held := idempotency.Claim{Ref: idempotency.Ref{UserID: user, Key: heldKey, Owner: uuid.NewString()}, RequestHash: requestHash, Now: now, LeaseUntil: now.Add(time.Hour), ExpiresAt: now.Add(idempotency.DefaultTTL)}
+	held := idemstore.Claim{Ref: idemstore.Ref{UserID: user, Key: heldKey, Owner: uuid.NewString()}, RequestHash: requestHash, Now: now, LeaseUntil: now.Add(time.Hour), ExpiresAt: now.Add(idempotency.DefaultTTL)}
 	if _, err := store.Claim(ctx, held); err != nil {
 		return err
 	}
@@ -315,14 +316,14 @@ func (b *bench) dynamoDB(ctx context.Context) error {
 	for range n {
 		k := uuid.NewString()
 		past := time.Now().Add(-2 * time.Hour)
-		if _, err := store.Claim(ctx, idempotency.Claim{Ref: idempotency.Ref{UserID: user, Key: k, Owner: uuid.NewString()}, RequestHash: requestHash, Now: past, LeaseUntil: past.Add(time.Minute), ExpiresAt: past.Add(idempotency.DefaultTTL)}); err != nil {
+		if _, err := store.Claim(ctx, idemstore.Claim{Ref: idemstore.Ref{UserID: user, Key: k, Owner: uuid.NewString()}, RequestHash: requestHash, Now: past, LeaseUntil: past.Add(time.Minute), ExpiresAt: past.Add(idempotency.DefaultTTL)}); err != nil {
 			return err
 		}
 		staleKeys = append(staleKeys, k)
 	}
 	if err := measure("takeover", func(i int) error {
 		now := time.Now()
-		r, err := store.Claim(ctx, idempotency.Claim{Ref: idempotency.Ref{UserID: user, Key: staleKeys[i], Owner: uuid.NewString()}, RequestHash: requestHash, Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(idempotency.DefaultTTL)})
+		r, err := store.Claim(ctx, idemstore.Claim{Ref: idemstore.Ref{UserID: user, Key: staleKeys[i], Owner: uuid.NewString()}, RequestHash: requestHash, Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(idempotency.DefaultTTL)})
 		if err == nil && !r.Claimed {
 			err = fmt.Errorf("a stale record was not taken over")
 		}
@@ -336,13 +337,13 @@ func (b *bench) dynamoDB(ctx context.Context) error {
 	// What a replay costs as the stored response grows.
 	for _, size := range []int{1 << 10, 16 << 10, 128 << 10, 350 << 10} {
 		key := uuid.NewString()
-		ref := idempotency.Ref{UserID: user, Key: key, Owner: uuid.NewString()}
+		ref := idemstore.Ref{UserID: user, Key: key, Owner: uuid.NewString()}
 		now := time.Now()
-		if _, err := store.Claim(ctx, idempotency.Claim{Ref: ref, RequestHash: requestHash, Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(idempotency.DefaultTTL)}); err != nil {
+		if _, err := store.Claim(ctx, idemstore.Claim{Ref: ref, RequestHash: requestHash, Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(idempotency.DefaultTTL)}); err != nil {
 			return err
 		}
-		resp := idempotency.StoredResponse{StatusCode: 200, Headers: map[string]string{"Content-Type": "application/json"}, Body: strings.Repeat("x", size)}
-		if err := store.Complete(ctx, idempotency.Completion{Ref: ref, Response: resp, Now: now, ExpiresAt: now.Add(idempotency.DefaultTTL)}); err != nil {
+		resp := idemstore.Response{StatusCode: 200, Headers: map[string]string{"Content-Type": "application/json"}, Body: strings.Repeat("x", size)}
+		if err := store.Complete(ctx, idemstore.Completion{Ref: ref, Response: resp, Now: now, ExpiresAt: now.Add(idempotency.DefaultTTL)}); err != nil {
 			return fmt.Errorf("completing a %d-byte response: %w", size, err)
 		}
 		it, err := item(user, key)
@@ -381,7 +382,7 @@ func (b *bench) dynamoDB(ctx context.Context) error {
 // timingStore sums the time spent inside a store's calls, for one client
 // at a time.
 type timingStore struct {
-	idempotency.Store
+	idemstore.Store
 	mu     sync.Mutex
 	inside time.Duration
 }
@@ -402,22 +403,22 @@ func (s *timingStore) take() time.Duration {
 	return d
 }
 
-func (s *timingStore) Claim(ctx context.Context, c idempotency.Claim) (idempotency.ClaimResult, error) {
+func (s *timingStore) Claim(ctx context.Context, c idemstore.Claim) (idemstore.ClaimResult, error) {
 	defer s.add(time.Now())
 	return s.Store.Claim(ctx, c)
 }
 
-func (s *timingStore) Complete(ctx context.Context, c idempotency.Completion) error {
+func (s *timingStore) Complete(ctx context.Context, c idemstore.Completion) error {
 	defer s.add(time.Now())
 	return s.Store.Complete(ctx, c)
 }
 
-func (s *timingStore) Release(ctx context.Context, r idempotency.Ref) error {
+func (s *timingStore) Release(ctx context.Context, r idemstore.Ref) error {
 	defer s.add(time.Now())
 	return s.Store.Release(ctx, r)
 }
 
-func (s *timingStore) Renew(ctx context.Context, r idempotency.Renewal) error {
+func (s *timingStore) Renew(ctx context.Context, r idemstore.Renewal) error {
 	defer s.add(time.Now())
 	return s.Store.Renew(ctx, r)
 }

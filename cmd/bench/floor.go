@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/ichido/ichido/pkg/idempotency"
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
 	"github.com/ichido/ichido/pkg/idempotency/redisstore"
 )
@@ -69,7 +70,7 @@ const taskBody = `{"title":"bench task","description":"measured by cmd/bench"}`
 
 // wrap protects h with store as the functions do; the log and metric lines
 // are formatted and written to /dev/null, as Lambda would ship them.
-func (b *bench) wrap(h handler, store idempotency.Store) (handler, error) {
+func (b *bench) wrap(h handler, store idemstore.Store) (handler, error) {
 	return idempotency.Wrap(h, idempotency.Config{
 		Store:   store,
 		Logger:  slog.New(slog.NewJSONHandler(b.devnull, nil)),
@@ -79,7 +80,7 @@ func (b *bench) wrap(h handler, store idempotency.Store) (handler, error) {
 
 // decoratorSides returns the replay and first-request operations of h
 // wrapped with store.
-func (b *bench) decoratorSides(ctx context.Context, store idempotency.Store) ([]sideSpec, error) {
+func (b *bench) decoratorSides(ctx context.Context, store idemstore.Store) ([]sideSpec, error) {
 	h, err := b.wrap(noop, store)
 	if err != nil {
 		return nil, err
@@ -101,30 +102,30 @@ func (b *bench) decoratorSides(ctx context.Context, store idempotency.Store) ([]
 // claimAloneSide is the store's Claim of a completed key without the
 // decorator around it: the replay's one round trip on its own, to tell the
 // statement's cost from the decorator's.
-func claimAloneSide(store idempotency.Store) sideSpec {
-	ref := idempotency.Ref{UserID: uuid.NewString(), Key: uuid.NewString(), Owner: uuid.NewString()}
+func claimAloneSide(store idemstore.Store) sideSpec {
+	ref := idemstore.Ref{UserID: uuid.NewString(), Key: uuid.NewString(), Owner: uuid.NewString()}
 	var once error
 	completed := false
 	return sideSpec{"claim alone (completed key)", func(ctx context.Context, _ int) (time.Duration, error) {
 		if !completed {
 			if once = claimNew(ctx, store, ref); once == nil {
 				now := time.Now()
-				once = store.Complete(ctx, idempotency.Completion{Ref: ref, Response: storedResponse, Now: now, ExpiresAt: now.Add(idempotency.DefaultTTL)})
+				once = store.Complete(ctx, idemstore.Completion{Ref: ref, Response: storedResponse, Now: now, ExpiresAt: now.Add(idempotency.DefaultTTL)})
 			}
 			if once != nil {
 				return 0, once
 			}
 			completed = true
 		}
-		again := idempotency.Ref{UserID: ref.UserID, Key: ref.Key, Owner: uuid.NewString()}
+		again := idemstore.Ref{UserID: ref.UserID, Key: ref.Key, Owner: uuid.NewString()}
 		start := time.Now()
 		now := time.Now()
-		res, err := store.Claim(ctx, idempotency.Claim{
+		res, err := store.Claim(ctx, idemstore.Claim{
 			Ref: again, RequestHash: requestHash, Now: now,
 			LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(idempotency.DefaultTTL),
 		})
 		d := time.Since(start)
-		if err == nil && (res.Claimed || res.Record.Status != idempotency.StatusCompleted) {
+		if err == nil && (res.Claimed || res.Record.Status != idemstore.StatusCompleted) {
 			err = errors.New("a completed key was claimed again")
 		}
 		return d, err

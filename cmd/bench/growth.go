@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/ichido/ichido/pkg/idempotency"
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
 )
 
@@ -54,9 +54,9 @@ type PurgeRun struct {
 }
 
 // claimOnly claims a new key and times only the claim.
-func claimOnly(store idempotency.Store) op {
+func claimOnly(store idemstore.Store) op {
 	return func(ctx context.Context, _ int) (time.Duration, error) {
-		ref := idempotency.Ref{UserID: uuid.NewString(), Key: uuid.NewString(), Owner: uuid.NewString()}
+		ref := idemstore.Ref{UserID: uuid.NewString(), Key: uuid.NewString(), Owner: uuid.NewString()}
 		return timed(func() error { return claimNew(ctx, store, ref) })
 	}
 }

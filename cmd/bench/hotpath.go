@@ -18,6 +18,7 @@ import (
 
 	"github.com/ichido/ichido/internal/redistest"
 	"github.com/ichido/ichido/pkg/idempotency"
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
 	"github.com/ichido/ichido/pkg/idempotency/redisstore"
 )
@@ -266,12 +267,12 @@ func (b *bench) hotPath(ctx context.Context) error {
 // plain statement, and of the claim function without its seq-scan guard,
 // on one completed key.
 func (b *bench) replayVariants(ctx context.Context, admin, pool *pgxpool.Pool, store *pgstore.Store, n int, mr *ModeResult) error {
-	ref := idempotency.Ref{UserID: uuid.NewString(), Key: uuid.NewString(), Owner: uuid.NewString()}
+	ref := idemstore.Ref{UserID: uuid.NewString(), Key: uuid.NewString(), Owner: uuid.NewString()}
 	if err := claimNew(ctx, store, ref); err != nil {
 		return err
 	}
 	now := time.Now()
-	if err := store.Complete(ctx, idempotency.Completion{Ref: ref, Response: storedResponse, Now: now, ExpiresAt: now.Add(idempotency.DefaultTTL)}); err != nil {
+	if err := store.Complete(ctx, idemstore.Completion{Ref: ref, Response: storedResponse, Now: now, ExpiresAt: now.Add(idempotency.DefaultTTL)}); err != nil {
 		return err
 	}
 	plain := func(ctx context.Context, _ int) (time.Duration, error) {

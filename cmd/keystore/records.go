@@ -12,6 +12,7 @@ import (
 
 	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/dynamostore"
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
 	"github.com/ichido/ichido/pkg/idempotency/redisstore"
 	"github.com/ichido/ichido/pkg/idempotency/storeenv"
@@ -49,7 +50,7 @@ func (f *recordFlags) define(fs *flag.FlagSet, command string) {
 	fs.StringVar(&f.recordKey, "record-key", "", "the key as the store keeps it (a UUID), instead of -key")
 	if command == "list" {
 		fs.StringVar(&f.status, "status", "", "in_progress or completed (default both)")
-		fs.IntVar(&f.limit, "limit", idempotency.DefaultListLimit, "the most records listed, newest first")
+		fs.IntVar(&f.limit, "limit", idemstore.DefaultListLimit, "the most records listed, newest first")
 	}
 	fs.DurationVar(&f.timeout, "timeout", time.Minute, "give up after this long")
 }
@@ -81,7 +82,7 @@ func runRecords(ctx context.Context, command string, args []string, out io.Write
 		return err
 	}
 	defer closeStore()
-	admin, ok := store.(idempotency.Admin)
+	admin, ok := store.(idemstore.Admin)
 	if !ok {
 		return fmt.Errorf("the store %T cannot list or delete records", store)
 	}
@@ -108,9 +109,9 @@ func runRecords(ctx context.Context, command string, args []string, out io.Write
 		fmt.Fprintf(out, "deleted the record of user %s, key %s\n", userID, key)
 		return nil
 	}
-	q := idempotency.ListQuery{UserID: userID, Status: idempotency.Status(f.status), Limit: f.limit}
+	q := idemstore.ListQuery{UserID: userID, Status: idemstore.Status(f.status), Limit: f.limit}
 	switch q.Status {
-	case "", idempotency.StatusInProgress, idempotency.StatusCompleted:
+	case "", idemstore.StatusInProgress, idemstore.StatusCompleted:
 	default:
 		return fmt.Errorf("-status is %q: use in_progress or completed", f.status)
 	}
@@ -203,7 +204,7 @@ func (f *recordFlags) env(getenv func(string) string) func(string) string {
 }
 
 // recordJSON is how a record is printed.
-func recordJSON(rec idempotency.Record) map[string]any {
+func recordJSON(rec idemstore.Record) map[string]any {
 	m := map[string]any{
 		"user_id":      rec.UserID,
 		"key":          rec.Key,
@@ -213,7 +214,7 @@ func recordJSON(rec idempotency.Record) map[string]any {
 		"created_at":   rec.CreatedAt.UTC().Format(time.RFC3339Nano),
 		"expires_at":   rec.ExpiresAt.UTC().Format(time.RFC3339Nano),
 	}
-	if rec.Status == idempotency.StatusInProgress {
+	if rec.Status == idemstore.StatusInProgress {
 		m["lease_until"] = rec.LeaseUntil.UTC().Format(time.RFC3339Nano)
 		m["lease_expired"] = !rec.LeaseUntil.After(time.Now())
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/ichido/ichido/internal/redistest"
 	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/dynamostore"
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
 	"github.com/ichido/ichido/pkg/idempotency/redisstore"
 )
@@ -32,9 +33,9 @@ func TestRecordCommands(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
 		name  string
-		setup func(t *testing.T) (idempotency.Store, func(string) string, []string)
+		setup func(t *testing.T) (idemstore.Store, func(string) string, []string)
 	}{
-		{"postgres", func(t *testing.T) (idempotency.Store, func(string) string, []string) {
+		{"postgres", func(t *testing.T) (idemstore.Store, func(string) string, []string) {
 			db := pgtest.New(t)
 			return pgstore.New(db.Pool, nil), func(name string) string {
 				if name == "DATABASE_URL" {
@@ -43,7 +44,7 @@ func TestRecordCommands(t *testing.T) {
 				return ""
 			}, nil
 		}},
-		{"redis", func(t *testing.T) (idempotency.Store, func(string) string, []string) {
+		{"redis", func(t *testing.T) (idemstore.Store, func(string) string, []string) {
 			prefix := "keystore-test-" + uuid.NewString() + ":"
 			url := redistest.URL(t)
 			return redisstore.New(redistest.NewClient(t), &redisstore.Options{KeyPrefix: prefix}), func(name string) string {
@@ -78,7 +79,7 @@ func TestRecordCommandsDynamoDB(t *testing.T) {
 	testRecordCommands(t, store, env, []string{"-table", "keys", "-dynamodb-prefix", "svc:"})
 }
 
-func testRecordCommands(t *testing.T, store idempotency.Store, env func(string) string, storeArgs []string) {
+func testRecordCommands(t *testing.T, store idemstore.Store, env func(string) string, storeArgs []string) {
 	ctx := context.Background()
 	keystore := func(args ...string) (string, error) {
 		var out bytes.Buffer

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ichido/ichido/internal/pgtest"
-	"github.com/ichido/ichido/pkg/idempotency"
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
 	"github.com/ichido/ichido/pkg/idempotency/storetest"
 )
@@ -64,7 +64,7 @@ func TestPrintedSQLMakesTheStore(t *testing.T) {
 	_, err := db.Pool.Exec(context.Background(), printed.String())
 	require.NoError(t, err)
 
-	storetest.Run(t, func(t *testing.T) idempotency.Store {
+	storetest.Run(t, storetest.Config{Parts: storetest.Contract, New: func(t *testing.T) idemstore.Store {
 		return pgstore.New(db.Pool, &pgstore.Options{Schema: db.Schema})
-	})
+	}})
 }

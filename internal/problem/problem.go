@@ -12,9 +12,10 @@ import "encoding/json"
 const ContentType = "application/problem+json"
 
 // Stable codes of the sample task API. Clients branch on these; they never
-// change meaning. The idempotency decorator's own codes are exported by
-// package idempotency (idempotency.CodeKeyMissing, …); the task API answers
-// with them too where it refuses for the same reason.
+// change meaning. The idempotency library's own codes are exported by
+// package idempotency (idempotency.CodeKeyMissing, …), which writes its
+// refusals itself; the task API answers with them too where it refuses for
+// the same reason.
 const (
 	CodeValidation       = "validation_failed"
 	CodeNotFound         = "not_found"
@@ -70,23 +71,16 @@ func (d Details) JSON() []byte {
 	return b
 }
 
-// titles has the title of every code a client can get: the task API's
-// constants above and the decorator's, whose constants package idempotency
-// exports (it builds its refusals with New too).
+// titles has the title of every code the task API answers with: its own
+// constants above, and the three of the library's (exported by package
+// idempotency) that it answers with where it refuses for the same reason.
 var titles = map[string]string{
-	"idempotency_key_missing":         "Idempotency-Key header missing",
-	"idempotency_key_invalid":         "Idempotency-Key header invalid",
-	"unauthenticated":                 "Unauthenticated",
-	"idempotency_key_in_use":          "Request with this Idempotency-Key in progress",
-	"idempotency_key_reused":          "Idempotency-Key reused with a different request",
-	"idempotency_store_unavailable":   "Idempotency store unavailable",
-	"payload_too_large":               "Payload too large",
-	"idempotency_store_misconfigured": "Idempotency store misconfigured",
-	"idempotency_response_not_kept":   "Response not kept for replay",
-	"idempotency_response_mismatch":   "Response differs from the completed one",
-	CodeValidation:                    "Invalid request",
-	CodeNotFound:                      "Not found",
-	CodeMethodNotAllowed:              "Method not allowed",
-	CodeUnavailable:                   "Service unavailable",
-	CodeInternal:                      "Internal server error",
+	"unauthenticated":        "Unauthenticated",
+	"payload_too_large":      "Payload too large",
+	"idempotency_key_reused": "Idempotency-Key reused with a different request",
+	CodeValidation:           "Invalid request",
+	CodeNotFound:             "Not found",
+	CodeMethodNotAllowed:     "Method not allowed",
+	CodeUnavailable:          "Service unavailable",
+	CodeInternal:             "Internal server error",
 }

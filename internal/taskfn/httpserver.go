@@ -9,7 +9,6 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/ichido/ichido/internal/apigw"
 	"github.com/ichido/ichido/internal/problem"
 	"github.com/ichido/ichido/pkg/idempotency"
 )
@@ -114,20 +113,27 @@ func lambdaRoute(routeKey string, h Handler) http.Handler {
 }
 
 func writeLambdaResponse(w http.ResponseWriter, resp events.APIGatewayV2HTTPResponse) {
-	view := apigw.FromResponse(resp)
-	for name, values := range view.Headers {
-		w.Header()[name] = values
+	h := w.Header()
+	for name, values := range resp.MultiValueHeaders {
+		for _, v := range values {
+			h.Add(name, v)
+		}
+	}
+	for name, value := range resp.Headers {
+		if _, ok := h[http.CanonicalHeaderKey(name)]; !ok {
+			h.Set(name, value)
+		}
 	}
 	for _, c := range resp.Cookies {
-		w.Header().Add("Set-Cookie", c)
+		h.Add("Set-Cookie", c)
 	}
-	body := []byte(view.Body)
-	if view.IsBase64Encoded {
-		if decoded, err := base64.StdEncoding.DecodeString(view.Body); err == nil {
+	body := []byte(resp.Body)
+	if resp.IsBase64Encoded {
+		if decoded, err := base64.StdEncoding.DecodeString(resp.Body); err == nil {
 			body = decoded
 		}
 	}
-	w.WriteHeader(view.StatusCode)
+	w.WriteHeader(resp.StatusCode)
 	_, _ = w.Write(body)
 }
 

@@ -36,6 +36,7 @@ import (
 	"github.com/ichido/ichido/internal/tasks"
 	"github.com/ichido/ichido/pkg/dbpool"
 	"github.com/ichido/ichido/pkg/idempotency"
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/storeenv"
 )
 
@@ -61,7 +62,7 @@ type Functions struct {
 	handlers map[string]Handler
 	closers  []func()
 	// What the activity function and the net/http server build on.
-	store   idempotency.Store
+	store   idemstore.Store
 	api     *tasks.API
 	ttl     time.Duration
 	metrics io.Writer
@@ -103,7 +104,7 @@ func build(ctx context.Context, getenv func(string) string, out io.Writer) (*Fun
 	logger := slog.New(slog.NewJSONHandler(out, &slog.HandlerOptions{Level: cfg.logLevel}))
 
 	f := &Functions{logger: logger}
-	var store idempotency.Store
+	var store idemstore.Store
 	if cfg.store == StoreRedis || cfg.store == StoreDynamoDB {
 		// Before the database, so that a wrong REDIS_URL or table fails
 		// without connecting anywhere.
@@ -217,14 +218,14 @@ const storeCheckTimeout = 3 * time.Second
 // password) fails the cold start with the store's own message, so that the
 // deployment shows it before a client gets a 500; one that cannot be
 // reached yet is only logged, and requests are answered 503 until it can.
-func checkStore(ctx context.Context, store idempotency.Store, logger *slog.Logger) error {
+func checkStore(ctx context.Context, store idemstore.Store, logger *slog.Logger) error {
 	ctx, cancel := context.WithTimeout(ctx, storeCheckTimeout)
 	defer cancel()
 	err := idempotency.CheckStore(ctx, store)
 	switch {
 	case err == nil:
 		return nil
-	case idempotency.IsPermanent(err):
+	case idemstore.IsPermanent(err):
 		return fmt.Errorf("taskfn: the idempotency store refuses this function's calls: %w", err)
 	}
 	logger.Warn("the idempotency store cannot be checked yet; requests are answered 503 until it answers", "error", err)

@@ -23,6 +23,7 @@ import (
 	"github.com/ichido/ichido/internal/tasks"
 	"github.com/ichido/ichido/pkg/dbpool"
 	"github.com/ichido/ichido/pkg/idempotency"
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/redisstore"
 )
 
@@ -324,6 +325,6 @@ func TestBuildRefusesAStoreWithoutGrants(t *testing.T) {
 	f, err := build(ctx, urlEnv(u.String(), nil), io.Discard)
 	require.Error(t, err)
 	require.Nil(t, f)
-	require.True(t, idempotency.IsPermanent(err), "%v", err)
+	require.True(t, idemstore.IsPermanent(err), "%v", err)
 	require.Contains(t, err.Error(), "privilege")
 }

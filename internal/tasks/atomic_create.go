@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/ichido/ichido/pkg/idempotency"
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 )
 
 // KeyCompleter is the idempotency key store that protects Create, as far as
@@ -20,7 +21,7 @@ import (
 // Create completes the key in the same implicit transaction, and the same
 // round trip, as the insert of the task (Options.Keys).
 type KeyCompleter interface {
-	CompleteInBatch(b *pgx.Batch, c idempotency.Completion) (func(context.Context) error, error)
+	CompleteInBatch(b *pgx.Batch, c idemstore.Completion) (func(context.Context) error, error)
 }
 
 // batcher is what the atomic create needs of the Service's connection:

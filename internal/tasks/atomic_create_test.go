@@ -11,6 +11,7 @@ import (
 
 	"github.com/ichido/ichido/internal/tasks"
 	"github.com/ichido/ichido/pkg/idempotency"
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
 )
 
@@ -21,12 +22,12 @@ type countingKeys struct {
 	completes, batched atomic.Int32
 }
 
-func (s *countingKeys) Complete(ctx context.Context, c idempotency.Completion) error {
+func (s *countingKeys) Complete(ctx context.Context, c idemstore.Completion) error {
 	s.completes.Add(1)
 	return s.Store.Complete(ctx, c)
 }
 
-func (s *countingKeys) CompleteInBatch(b *pgx.Batch, c idempotency.Completion) (func(context.Context) error, error) {
+func (s *countingKeys) CompleteInBatch(b *pgx.Batch, c idemstore.Completion) (func(context.Context) error, error) {
 	s.batched.Add(1)
 	return s.Store.CompleteInBatch(b, c)
 }

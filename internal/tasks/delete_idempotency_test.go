@@ -14,6 +14,7 @@ import (
 	"github.com/ichido/ichido/internal/problem"
 	"github.com/ichido/ichido/internal/tasks"
 	"github.com/ichido/ichido/pkg/idempotency"
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
 )
 
@@ -59,10 +60,10 @@ func TestRetriedDeleteAfterLosingKeys(t *testing.T) {
 
 // completeFails is a Store whose Complete always fails, as when the key
 // store cannot be written after the handler's work is done.
-type completeFails struct{ idempotency.Store }
+type completeFails struct{ idemstore.Store }
 
-func (completeFails) Complete(context.Context, idempotency.Completion) error {
-	return &idempotency.StoreError{Op: "complete", Err: errors.New("injected: the completion write failed")}
+func (completeFails) Complete(context.Context, idemstore.Completion) error {
+	return &idemstore.Error{Op: "complete", Err: errors.New("injected: the completion write failed")}
 }
 
 // settableClock is a clock the test moves forward.
@@ -95,7 +96,7 @@ func TestDeleteWhoseCompletionFailed(t *testing.T) {
 	// the caller's clock and their server's, so the clock moves in the past.
 	clock := &settableClock{now: time.Now().Add(-time.Hour).UTC()}
 	st := pgstore.New(e.db.Pool, nil)
-	wrap := func(s idempotency.Store) tasks.Handler {
+	wrap := func(s idemstore.Store) tasks.Handler {
 		h, err := idempotency.Wrap(e.api.Delete, idempotency.Config{
 			Store: s, Clock: clock.Now, Logger: e.quietLogger(), Metrics: io.Discard,
 			FinishTimeout: 200 * time.Millisecond,

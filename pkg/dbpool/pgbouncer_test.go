@@ -14,7 +14,7 @@ import (
 
 	"github.com/ichido/ichido/internal/pgtest"
 	"github.com/ichido/ichido/pkg/dbpool"
-	"github.com/ichido/ichido/pkg/idempotency"
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
 	"github.com/ichido/ichido/pkg/idempotency/storetest"
 )
@@ -115,21 +115,19 @@ func TestStoreConformanceThroughPgBouncer(t *testing.T) {
 	require.NoError(t, err)
 	b := pgtest.PgBouncerFor(t, serverURL, pgtest.PgBouncerOptions{})
 
-	storeVia := func(t *testing.T, b *pgtest.PgBouncer) idempotency.Store {
+	storeVia := func(t *testing.T, b *pgtest.PgBouncer) idemstore.Store {
 		pool, err := dbpool.New(context.Background(), dbpool.Config{Auth: dbpool.AuthURL, URL: b.URL("postgres", server.Database)})
 		require.NoError(t, err)
 		t.Cleanup(pool.Close)
 		return pgstore.New(pool, &pgstore.Options{Schema: db.Schema})
 	}
-	storetest.RunWithOptions(t, func(t *testing.T) idempotency.Store {
+	storetest.Run(t, storetest.Config{Parts: storetest.Contract, New: func(t *testing.T) idemstore.Store {
 		return storeVia(t, b)
-	}, storetest.Options{
-		// A proxy that went away after the pool connected through it.
-		NewBrokenStore: func(t *testing.T) idempotency.Store {
+	}, // A proxy that went away after the pool connected through it.
+		NewBrokenStore: func(t *testing.T) idemstore.Store {
 			gone := pgtest.PgBouncerFor(t, serverURL, pgtest.PgBouncerOptions{})
 			st := storeVia(t, gone)
 			require.NoError(t, gone.Stop())
 			return st
-		},
-	})
+		}})
 }

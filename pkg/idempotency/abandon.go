@@ -1,6 +1,10 @@
 package idempotency
 
-import "context"
+import (
+	"context"
+
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
+)
 
 // AbandonCompletion gives the completion of the run that ctx belongs to
 // back to the engine, after AtomicCompletion (or AtomicResult, TakeOver)
@@ -24,7 +28,7 @@ func AbandonCompletion(ctx context.Context) bool {
 	if !ok || !run.takenOver.Load() {
 		return false
 	}
-	run.atomicStored = StoredResponse{}
+	run.atomicStored = idemstore.Response{}
 	run.takenOver.Store(false)
 	return true
 }

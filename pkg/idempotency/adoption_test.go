@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ichido/ichido/pkg/idempotency"
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/memstore"
 )
 
@@ -88,7 +89,7 @@ func TestReplayHookWithoutAdmin(t *testing.T) {
 // does, and has no Admin capability.
 type timelessStore struct{ inner *memstore.Store }
 
-func (s timelessStore) Claim(ctx context.Context, c idempotency.Claim) (idempotency.ClaimResult, error) {
+func (s timelessStore) Claim(ctx context.Context, c idemstore.Claim) (idemstore.ClaimResult, error) {
 	res, err := s.inner.Claim(ctx, c)
 	if !res.Claimed {
 		res.Record.CreatedAt, res.Record.ExpiresAt = time.Time{}, time.Time{}
@@ -96,14 +97,14 @@ func (s timelessStore) Claim(ctx context.Context, c idempotency.Claim) (idempote
 	return res, err
 }
 
-func (s timelessStore) Complete(ctx context.Context, c idempotency.Completion) error {
+func (s timelessStore) Complete(ctx context.Context, c idemstore.Completion) error {
 	return s.inner.Complete(ctx, c)
 }
 
-func (s timelessStore) Release(ctx context.Context, r idempotency.Ref) error {
+func (s timelessStore) Release(ctx context.Context, r idemstore.Ref) error {
 	return s.inner.Release(ctx, r)
 }
 
-func (s timelessStore) Renew(ctx context.Context, r idempotency.Renewal) error {
+func (s timelessStore) Renew(ctx context.Context, r idemstore.Renewal) error {
 	return s.inner.Renew(ctx, r)
 }

@@ -7,7 +7,8 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/ichido/ichido/internal/apigw"
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
+	"github.com/ichido/ichido/pkg/idempotency/internal/apigw"
 )
 
 // TxCompleter is implemented by a Store that can complete a record inside
@@ -18,7 +19,7 @@ import (
 // own Store implements it; on any other store (Redis) they report false,
 // and the engine completes the record itself, as without them.
 type TxCompleter interface {
-	Store
+	idemstore.Store
 	// CompletesInTx marks the Store as one that can; it does nothing.
 	CompletesInTx()
 }
@@ -38,28 +39,28 @@ type TxCompleter interface {
 // DoNotStore, for a response that is not stored (Storable), or when the run
 // was already taken over. It fails, changing nothing, when s is not the
 // run's store or result is not of the run's kind.
-func TakeOver(ctx context.Context, s TxCompleter, result any) (Completion, bool, error) {
+func TakeOver(ctx context.Context, s TxCompleter, result any) (idemstore.Completion, bool, error) {
 	run, ok := currentRun(ctx)
 	if !ok {
-		return Completion{}, false, nil
+		return idemstore.Completion{}, false, nil
 	}
 	if any(run.e.store) != any(s) {
-		return Completion{}, false, errors.New("idempotency: TakeOver: the store is not the one this run was claimed with; complete with the engine's own Store")
+		return idemstore.Completion{}, false, errors.New("idempotency: TakeOver: the store is not the one this run was claimed with; complete with the engine's own Store")
 	}
 	if run.stored == nil {
 		resp, err := resultResponse(result)
 		if err != nil {
-			return Completion{}, false, fmt.Errorf("idempotency: TakeOver: the result does not encode as JSON: %w", err)
+			return idemstore.Completion{}, false, fmt.Errorf("idempotency: TakeOver: the result does not encode as JSON: %w", err)
 		}
 		c, ok := run.takeOver(resp)
 		return c, ok, nil
 	}
 	view, ok := responseView(result)
 	if !ok {
-		return Completion{}, false, fmt.Errorf("idempotency: TakeOver: a protected request's result must be its response, one of the AnyResponse types, not %T", result)
+		return idemstore.Completion{}, false, fmt.Errorf("idempotency: TakeOver: a protected request's result must be its response, one of the AnyResponse types, not %T", result)
 	}
 	if !Storable(view.StatusCode) {
-		return Completion{}, false, nil
+		return idemstore.Completion{}, false, nil
 	}
 	c, ok := run.takeOver(run.stored(view))
 	return c, ok, nil
@@ -114,14 +115,14 @@ func responseView(v any) (apigw.Response, bool) {
 // the engine's Store cannot complete inside the caller's transaction (it is
 // no TxCompleter: Redis), for a response that is not stored (Storable), or
 // when called a second time.
-func AtomicCompletion[Resp AnyResponse](ctx context.Context, resp Resp) (Completion, bool) {
+func AtomicCompletion[Resp AnyResponse](ctx context.Context, resp Resp) (idemstore.Completion, bool) {
 	run, ok := currentRun(ctx)
 	if !ok || run.stored == nil || !run.completesInTx() {
-		return Completion{}, false
+		return idemstore.Completion{}, false
 	}
 	view := apigw.FromResponse(resp)
 	if !Storable(view.StatusCode) {
-		return Completion{}, false
+		return idemstore.Completion{}, false
 	}
 	return run.takeOver(run.stored(view))
 }

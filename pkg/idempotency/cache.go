@@ -4,6 +4,8 @@ import (
 	"container/list"
 	"sync"
 	"time"
+
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 )
 
 // Defaults of LocalCache.
@@ -71,7 +73,7 @@ type cacheEntry struct {
 	id          cacheKey
 	requestHash string
 	raw         rawDigest // of the request whose fingerprint is requestHash; may be zero
-	response    StoredResponse
+	response    idemstore.Response
 	expiresAt   time.Time
 	deadline    time.Time // time.Now()-based: carries the monotonic reading
 	size        int
@@ -135,7 +137,7 @@ func (c *recordCache) hashOf(userID, key string, raw rawDigest) (string, bool) {
 // the raw digest of a request whose fingerprint is requestHash, or zero.
 // The oldest entries make room; a record that alone exceeds the bytes
 // bound, or has expired already, is not kept.
-func (c *recordCache) put(userID, key, requestHash string, raw rawDigest, resp StoredResponse, now, expiresAt time.Time) {
+func (c *recordCache) put(userID, key, requestHash string, raw rawDigest, resp idemstore.Response, now, expiresAt time.Time) {
 	left := expiresAt.Sub(now)
 	if left <= 0 {
 		return

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 )
 
 // probeUser is the user of CheckStore's probe record: a UUID no
@@ -33,9 +35,9 @@ const probeLife = time.Minute
 //		return err // IsPermanent(err): fix the deployment; else the store is unreachable
 //	}
 //
-// It returns nil or the store's *StoreError (Op "check" for a probe answer
+// It returns nil or the store's *idemstore.Error (Op "check" for a probe answer
 // the contract does not allow).
-func CheckStore(ctx context.Context, s Store) error {
+func CheckStore(ctx context.Context, s idemstore.Store) error {
 	if s == nil {
 		return errors.New("idempotency: CheckStore needs a Store, got nil")
 	}
@@ -46,20 +48,20 @@ func CheckStore(ctx context.Context, s Store) error {
 	h := hex.EncodeToString(b[:])
 	key := h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
 	now := time.Now()
-	ref := Ref{UserID: probeUser, Key: key, Owner: "store-check-" + h}
-	res, err := s.Claim(ctx, Claim{Ref: ref, RequestHash: "store-check", Now: now, LeaseUntil: now.Add(probeLife), ExpiresAt: now.Add(probeLife)})
+	ref := idemstore.Ref{UserID: probeUser, Key: key, Owner: "store-check-" + h}
+	res, err := s.Claim(ctx, idemstore.Claim{Ref: ref, RequestHash: "store-check", Now: now, LeaseUntil: now.Add(probeLife), ExpiresAt: now.Add(probeLife)})
 	if err != nil {
 		return storeFailure("claim", err)
 	}
 	if !res.Claimed {
-		return &StoreError{Op: "check", Err: errors.New("the claim of a fresh probe key was not granted")}
+		return &idemstore.Error{Op: "check", Err: errors.New("the claim of a fresh probe key was not granted")}
 	}
 	other := ref
 	other.Owner += "-other"
-	switch err := s.Complete(ctx, Completion{Ref: other, Response: StoredResponse{StatusCode: 200}, Now: now, ExpiresAt: now.Add(probeLife)}); {
-	case errors.Is(err, ErrLeaseLost):
+	switch err := s.Complete(ctx, idemstore.Completion{Ref: other, Response: idemstore.Response{StatusCode: 200}, Now: now, ExpiresAt: now.Add(probeLife)}); {
+	case errors.Is(err, idemstore.ErrLeaseLost):
 	case err == nil:
-		return &StoreError{Op: "check", Err: errors.New("a completion by an owner that does not hold the probe record was written")}
+		return &idemstore.Error{Op: "check", Err: errors.New("a completion by an owner that does not hold the probe record was written")}
 	default:
 		_ = s.Release(context.WithoutCancel(ctx), ref)
 		return storeFailure("complete", err)
@@ -67,7 +69,7 @@ func CheckStore(ctx context.Context, s Store) error {
 	if err := s.Release(ctx, ref); err != nil {
 		return storeFailure("release", fmt.Errorf("releasing the probe record: %w", err))
 	}
-	if c, ok := s.(Checker); ok {
+	if c, ok := s.(idemstore.Checker); ok {
 		return c.Check(ctx)
 	}
 	return nil

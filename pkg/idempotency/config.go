@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 )
 
 // Defaults of Config.
@@ -74,7 +75,7 @@ func AuthorizerContextField(name string) UserIDFunc {
 // documented default.
 type Config struct {
 	// Store keeps the records. Required.
-	Store Store
+	Store idemstore.Store
 
 	// Methods are the HTTP methods whose requests are protected; any other
 	// method passes straight through without touching the Store. GET, HEAD

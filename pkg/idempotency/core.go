@@ -8,7 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/ichido/ichido/internal/apigw"
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
+	"github.com/ichido/ichido/pkg/idempotency/internal/apigw"
 )
 
 // engine is the one claim–run–finish flow behind every shape this package
@@ -18,7 +19,7 @@ import (
 // record that is not its own means for its caller, and hands the work to
 // execute, which runs it and completes or releases the record.
 type engine struct {
-	store         Store
+	store         idemstore.Store
 	ttl           time.Duration
 	maxLease      time.Duration
 	leaseMargin   time.Duration
@@ -82,25 +83,25 @@ const (
 // completed record found there is the answer, with no round trip. After it,
 // a duplicate that finds the record in progress for the same request waits
 // for the first run's answer when Config.WaitForResult is set (wait.go).
-func (e *engine) claim(ctx context.Context, obs *observation, userID, key, hash string) (Ref, ClaimResult, error) {
+func (e *engine) claim(ctx context.Context, obs *observation, userID, key, hash string) (idemstore.Ref, idemstore.ClaimResult, error) {
 	obs.hash = hash
 	now := e.clock()
 	if res, ok := e.cached(userID, key, now); ok {
 		// A completed record: nothing is claimed, so no owner token is made.
 		obs.cached = true
-		return Ref{UserID: userID, Key: key}, res, nil
+		return idemstore.Ref{UserID: userID, Key: key}, res, nil
 	}
-	ref := Ref{UserID: userID, Key: key, Owner: e.owner(ctx)}
+	ref := idemstore.Ref{UserID: userID, Key: key, Owner: e.owner(ctx)}
 	obs.owner = ref.Owner
 	obs.heartbeat = e.beats(ctx, now)
-	c := Claim{
+	c := idemstore.Claim{
 		Ref:         ref,
 		RequestHash: hash,
 		Now:         now,
 		LeaseUntil:  e.lease(ctx, now, obs.heartbeat),
 		ExpiresAt:   now.Add(e.ttl),
 	}
-	var res ClaimResult
+	var res idemstore.ClaimResult
 	err := obs.timed("claim", func() (err error) {
 		res, err = e.store.Claim(ctx, c)
 		return err
@@ -112,8 +113,8 @@ func (e *engine) claim(ctx context.Context, obs *observation, userID, key, hash 
 		res, err = e.waitForResult(ctx, obs, c, res)
 	}
 	if err != nil {
-		obs.err, obs.permanent = err, IsPermanent(err)
-		return ref, ClaimResult{}, storeFailure("claim", err)
+		obs.err, obs.permanent = err, idemstore.IsPermanent(err)
+		return ref, idemstore.ClaimResult{}, storeFailure("claim", err)
 	}
 	if res.Claimed {
 		obs.claimed = true
@@ -125,17 +126,17 @@ func (e *engine) claim(ctx context.Context, obs *observation, userID, key, hash 
 
 // cached returns the completed record of (userID, key) from the local
 // cache as a claim's answer.
-func (e *engine) cached(userID, key string, now time.Time) (ClaimResult, bool) {
+func (e *engine) cached(userID, key string, now time.Time) (idemstore.ClaimResult, bool) {
 	if e.cache == nil {
-		return ClaimResult{}, false
+		return idemstore.ClaimResult{}, false
 	}
 	entry, ok := e.cache.get(userID, key, now)
 	if !ok {
-		return ClaimResult{}, false
+		return idemstore.ClaimResult{}, false
 	}
 	resp := entry.response
-	return ClaimResult{Record: Record{
-		UserID: userID, Key: key, RequestHash: entry.requestHash, Status: StatusCompleted,
+	return idemstore.ClaimResult{Record: idemstore.Record{
+		UserID: userID, Key: key, RequestHash: entry.requestHash, Status: idemstore.StatusCompleted,
 		Response: &resp, ExpiresAt: entry.expiresAt,
 	}}, true
 }
@@ -146,8 +147,8 @@ func (e *engine) cached(userID, key string, now time.Time) (ClaimResult, bool) {
 // The raw digest of this request is kept with it only when the record is
 // this request's (the same fingerprint): a record another request made must
 // never lend its fingerprint to this one's bytes.
-func (e *engine) keep(userID, key string, rec Record, obs *observation) {
-	if e.cache == nil || rec.Status != StatusCompleted || rec.Response == nil || rec.ExpiresAt.IsZero() {
+func (e *engine) keep(userID, key string, rec idemstore.Record, obs *observation) {
+	if e.cache == nil || rec.Status != idemstore.StatusCompleted || rec.Response == nil || rec.ExpiresAt.IsZero() {
 		return
 	}
 	var raw rawDigest
@@ -166,17 +167,17 @@ func (e *engine) keep(userID, key string, rec Record, obs *observation) {
 // released with the same token. Both are safe: the work has not run, and
 // the owner token fences off any record another invocation holds. The
 // release runs even after the invocation's context is done, bounded by
-// claimRecoveryTimeout. A permanent failure (StoreError.Permanent) is not
+// claimRecoveryTimeout. A permanent failure (idemstore.Error.Permanent) is not
 // recovered from: the store refused the claim, so nothing was written.
-func (e *engine) recoverClaim(ctx context.Context, c Claim, first error, obs *observation) (ClaimResult, error) {
-	if IsPermanent(first) {
+func (e *engine) recoverClaim(ctx context.Context, c idemstore.Claim, first error, obs *observation) (idemstore.ClaimResult, error) {
+	if idemstore.IsPermanent(first) {
 		// The store refused the claim for good (a missing grant, a
 		// missing table): nothing was written, and neither a second
 		// claim nor a release could succeed.
-		return ClaimResult{}, first
+		return idemstore.ClaimResult{}, first
 	}
 	if ctx.Err() == nil {
-		var res ClaimResult
+		var res idemstore.ClaimResult
 		err := obs.timed("claim", func() (err error) {
 			res, err = e.store.Claim(ctx, c)
 			return err
@@ -192,29 +193,29 @@ func (e *engine) recoverClaim(ctx context.Context, c Claim, first error, obs *ob
 	err := obs.timed("release", func() error { return e.store.Release(rctx, c.Ref) })
 	switch {
 	case err == nil:
-		return ClaimResult{}, fmt.Errorf("%w (the claim had committed and was released)", first)
-	case errors.Is(err, ErrLeaseLost):
-		return ClaimResult{}, first // nothing of ours was stored
+		return idemstore.ClaimResult{}, fmt.Errorf("%w (the claim had committed and was released)", first)
+	case errors.Is(err, idemstore.ErrLeaseLost):
+		return idemstore.ClaimResult{}, first // nothing of ours was stored
 	default:
-		return ClaimResult{}, errors.Join(first, fmt.Errorf("release after the failed claim: %w", err))
+		return idemstore.ClaimResult{}, errors.Join(first, fmt.Errorf("release after the failed claim: %w", err))
 	}
 }
 
 // storeFailure makes sure a claim failure reaches the caller as a
-// *StoreError, whatever the Store returned, so that errors.As always finds
+// *idemstore.Error, whatever the Store returned, so that errors.As always finds
 // one.
 func storeFailure(op string, err error) error {
-	var se *StoreError
+	var se *idemstore.Error
 	if errors.As(err, &se) {
 		return err
 	}
-	return &StoreError{Op: op, Err: err}
+	return &idemstore.Error{Op: op, Err: err}
 }
 
 // work is what a shape runs on a claimed record. It returns the response to
 // store (keep true) or nothing to store (keep false: the record is
 // released, as after a transient failure); an error releases the record too.
-type work func(ctx context.Context) (resp StoredResponse, keep bool, err error)
+type work func(ctx context.Context) (resp idemstore.Response, keep bool, err error)
 
 // execute runs w on the record that ref claimed and then completes it with
 // w's response, or releases it when w fails, panics or keeps nothing. It
@@ -285,17 +286,17 @@ var errResponseNotKept = errors.New("the response could not be kept; the record 
 // is done and a release would invite an immediate second run.
 //
 // A response the store cannot keep (ErrTooLarge) is replaced by the
-// not-kept marker (StoredResponse.NotKept), so that the key stays completed
+// not-kept marker (idemstore.Response.NotKept), so that the key stays completed
 // and the work never runs again; the outcome is then OutcomeNotKept.
-func (e *engine) complete(ctx context.Context, ref Ref, resp StoredResponse, obs *observation) {
-	store := func(resp StoredResponse) error {
+func (e *engine) complete(ctx context.Context, ref idemstore.Ref, resp idemstore.Response, obs *observation) {
+	store := func(resp idemstore.Response) error {
 		return e.finish(ctx, "complete", obs, func(ctx context.Context) error {
 			now := e.clock()
-			return e.store.Complete(ctx, Completion{Ref: ref, Response: resp, Now: now, ExpiresAt: now.Add(e.ttl)})
+			return e.store.Complete(ctx, idemstore.Completion{Ref: ref, Response: resp, Now: now, ExpiresAt: now.Add(e.ttl)})
 		})
 	}
 	err := store(resp)
-	if errors.Is(err, ErrTooLarge) && !resp.NotKept {
+	if errors.Is(err, idemstore.ErrTooLarge) && !resp.NotKept {
 		obs.err = errors.Join(obs.err, fmt.Errorf("%w: %w", errResponseNotKept, err))
 		resp = notKept(resp.StatusCode)
 		err = store(resp)
@@ -307,7 +308,7 @@ func (e *engine) complete(ctx context.Context, ref Ref, resp StoredResponse, obs
 	obs.outcome = finishOutcome(err, ok)
 	if err != nil {
 		obs.err = errors.Join(obs.err, err)
-		obs.permanent = obs.permanent || IsPermanent(err)
+		obs.permanent = obs.permanent || idemstore.IsPermanent(err)
 		return
 	}
 	if e.cache != nil {
@@ -330,7 +331,7 @@ var errCompletedInTx = errors.New("the handler completed the record in its own t
 // run's owner token, the outcome is completed, not a lost lease.
 func (e *engine) releaseRun(ctx context.Context, state *runState, obs *observation) {
 	err := e.releaseCall(ctx, state.ref, obs)
-	if errors.Is(err, ErrLeaseLost) && state.takenOver.Load() && e.completedBy(ctx, state.ref) {
+	if errors.Is(err, idemstore.ErrLeaseLost) && state.takenOver.Load() && e.completedBy(ctx, state.ref) {
 		obs.outcome = OutcomeCompleted
 		obs.err = errors.Join(obs.err, errCompletedInTx)
 		return
@@ -340,25 +341,25 @@ func (e *engine) releaseRun(ctx context.Context, state *runState, obs *observati
 
 // completedBy reports whether the store shows the record of ref completed
 // under ref's owner token; false when it cannot tell (no Admin, an error).
-func (e *engine) completedBy(ctx context.Context, ref Ref) bool {
-	admin, ok := e.store.(Admin)
+func (e *engine) completedBy(ctx context.Context, ref idemstore.Ref) bool {
+	admin, ok := e.store.(idemstore.Admin)
 	if !ok {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.finishTimeout)
 	defer cancel()
 	rec, found, err := admin.Get(ctx, ref.UserID, ref.Key)
-	return err == nil && found && rec.Status == StatusCompleted && rec.Owner == ref.Owner
+	return err == nil && found && rec.Status == idemstore.StatusCompleted && rec.Owner == ref.Owner
 }
 
 // release deletes the claimed record so that the next attempt runs again,
 // retried like complete.
-func (e *engine) release(ctx context.Context, ref Ref, obs *observation) {
+func (e *engine) release(ctx context.Context, ref idemstore.Ref, obs *observation) {
 	e.released(e.releaseCall(ctx, ref, obs), obs)
 }
 
 // releaseCall makes the Release call, retried like a completion.
-func (e *engine) releaseCall(ctx context.Context, ref Ref, obs *observation) error {
+func (e *engine) releaseCall(ctx context.Context, ref idemstore.Ref, obs *observation) error {
 	return e.finish(ctx, "release", obs, func(ctx context.Context) error { return e.store.Release(ctx, ref) })
 }
 
@@ -367,12 +368,12 @@ func (e *engine) released(err error, obs *observation) {
 	obs.outcome = finishOutcome(err, OutcomeReleased)
 	if err != nil {
 		obs.err = errors.Join(obs.err, err)
-		obs.permanent = obs.permanent || IsPermanent(err)
+		obs.permanent = obs.permanent || idemstore.IsPermanent(err)
 	}
 }
 
 // finish makes a Complete or Release call until it succeeds, returns
-// ErrLeaseLost or a permanent StoreError, or the finish timeout has passed, pausing longer after each
+// ErrLeaseLost or a permanent idemstore.Error, or the finish timeout has passed, pausing longer after each
 // failure. It runs detached from the invocation's cancellation: the work is
 // done and must be recorded even if the caller went away. A call whose
 // reply was lost after it committed is answered ErrLeaseLost when repeated
@@ -383,10 +384,10 @@ func (e *engine) finish(ctx context.Context, op string, obs *observation, call f
 	pause := firstRetryPause
 	for attempt := 1; ; attempt++ {
 		err := obs.timed(op, func() error { return call(ctx) })
-		if errors.Is(err, ErrLeaseLost) && attempt > 1 {
+		if errors.Is(err, idemstore.ErrLeaseLost) && attempt > 1 {
 			return fmt.Errorf("%w (after a failed attempt, which may have committed)", err)
 		}
-		if err == nil || errors.Is(err, ErrLeaseLost) || IsPermanent(err) {
+		if err == nil || errors.Is(err, idemstore.ErrLeaseLost) || idemstore.IsPermanent(err) {
 			return err
 		}
 		deadline, _ := ctx.Deadline()
@@ -406,19 +407,19 @@ func (e *engine) finish(ctx context.Context, op string, obs *observation, call f
 
 // completion returns the Completion that stores resp on the run's record,
 // for a handler that writes it in its own transaction.
-func (e *engine) completion(ref Ref, resp StoredResponse) Completion {
+func (e *engine) completion(ref idemstore.Ref, resp idemstore.Response) idemstore.Completion {
 	now := e.clock()
-	return Completion{Ref: ref, Response: resp, Now: now, ExpiresAt: now.Add(e.ttl)}
+	return idemstore.Completion{Ref: ref, Response: resp, Now: now, ExpiresAt: now.Add(e.ttl)}
 }
 
 // runState is one claimed run, shared with AtomicCompletion, AtomicResult
 // and DoNotStore through the handler's context.
 type runState struct {
 	e   *engine
-	ref Ref
+	ref idemstore.Ref
 	// stored turns an HTTP response into what is kept; set by Wrap and
 	// Middleware (nil for functions, whose results AtomicResult encodes).
-	stored func(apigw.Response) StoredResponse
+	stored func(apigw.Response) idemstore.Response
 	// takenOver is set when the handler took the completion into its own
 	// transaction; the engine then does not complete the record again.
 	takenOver atomic.Bool
@@ -427,7 +428,7 @@ type runState struct {
 	doNotStore atomic.Bool
 	// atomicStored is the response the handler completed the record with
 	// when it took the completion over; set with takenOver.
-	atomicStored StoredResponse
+	atomicStored idemstore.Response
 }
 
 // completesInTx reports whether the run's Store can complete inside its
@@ -447,9 +448,9 @@ func currentRun(ctx context.Context) (*runState, bool) {
 
 // takeOver hands the completion of the run to its handler, once, and
 // returns the Completion to write.
-func (r *runState) takeOver(resp StoredResponse) (Completion, bool) {
+func (r *runState) takeOver(resp idemstore.Response) (idemstore.Completion, bool) {
 	if r.doNotStore.Load() || !r.takenOver.CompareAndSwap(false, true) {
-		return Completion{}, false
+		return idemstore.Completion{}, false
 	}
 	r.atomicStored = resp
 	return r.e.completion(r.ref, resp), true

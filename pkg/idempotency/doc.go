@@ -300,7 +300,7 @@
 //
 // # Permanent store errors
 //
-// A store tells a failure that no retry can cure (StoreError.Permanent:
+// A store tells a failure that no retry can cure (idemstore.Error.Permanent:
 // missing privileges, a missing table, function or schema, refused
 // credentials, a value under its keys that is not a record) from a
 // transient one (the network, a timeout, a failover). A permanent claim
@@ -389,7 +389,7 @@
 // and returned to every repeat without running the function. A repeat while
 // the first call runs fails with ErrInProgress; a known key with another
 // payload (FunctionConfig.Payload) with ErrKeyReused; a store that cannot
-// be reached with a *StoreError. Errors and panics release the key.
+// be reached with a *idemstore.Error. Errors and panics release the key.
 //
 // SQSHandler runs a function once per record of an SQS batch (key: the
 // message id, or a part of the body through SQSBodyKey) and answers with
@@ -418,46 +418,6 @@
 //
 // # Writing a store
 //
-// A store is for the few who put records in a database of their own; the
-// user API above never needs these names. The Store interface is the seam:
-//
-//	Store           Claim, Complete, Release and Renew: the four atomic
-//	                primitives, each one round trip, whose contracts are on
-//	                the interface
-//	Claim, ClaimResult    the input and output of Claim
-//	Completion      the input of Complete, with the StoredResponse to keep
-//	Renewal         the input of Renew: a lease renewed while a run lasts
-//	Ref             one record (UserID, Key) and the owner token that claims it
-//	Record, Status  a record as kept: in progress (leased) or completed
-//	Claim.Inserted, Claim.Found, Record.Live
-//	                the claim's two answers and the liveness rule, so that a
-//	                store need not write them again
-//	StoredResponse  the response a replay returns, byte for byte, or the
-//	                not-kept marker (NotKept) of a response too large to keep
-//	ErrLeaseLost    what Complete, Release and Renew return when the token
-//	                no longer owns the record
-//	StoreError      how every other failure is wrapped: Permanent set for
-//	                what no retry cures (answered 500), else transient (503)
-//	ErrTooLarge     wrapped by the permanent StoreError of a Complete whose
-//	                response exceeds the store's largest record
-//	Checker         an optional Check of the store's own, run by CheckStore
-//	Admin, ListQuery  the optional capability of reading, listing and
-//	                deleting records, for operators and the replay hook
-//
-// Ref.UserID and Ref.Key are always lower-case UUIDs, whatever the
-// subject, the key format or the prefix (SubjectUUID, RecordKey,
-// FunctionRecordID), so a store keeps two UUIDs per record.
-//
-// The rules every store keeps: a claim takes over a record whose lease or
-// TTL ran out, judged against the earlier of the caller's clock (Claim.Now)
-// and the server's; the same owner claiming its own in-progress record for
-// the same RequestHash succeeds (a lost reply); Complete and Release are
-// fenced by the owner token and change nothing they do not own; each store
-// knows its largest record and refuses a larger response before sending it;
-// its one error translation marks the permanent failures. The
-// conformance suite in idempotency/storetest checks each rule against a real
-// server (storetest.Run), and idempotencytest.RunHTTPBehaviour and its
-// siblings run every shape's behaviour table on the store; pgstore,
-// redisstore, dynamostore and memstore pass both, and storetest checks
-// Admin on a store that has it.
+// Package idemstore is the contract a store implements, and package
+// storetest the suite that proves one.
 package idempotency

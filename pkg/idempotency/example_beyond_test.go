@@ -12,28 +12,29 @@ import (
 	"time"
 
 	"github.com/ichido/ichido/pkg/idempotency"
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 )
 
 // countingStore counts the calls that reach a Store and remembers the
 // leases its claims and renewals asked for.
 type countingStore struct {
-	idempotency.Store
+	idemstore.Store
 	calls, renewals atomic.Int32
 	lease           atomic.Int64 // the last claim's lease, from its Now
 }
 
-func (s *countingStore) Claim(ctx context.Context, c idempotency.Claim) (idempotency.ClaimResult, error) {
+func (s *countingStore) Claim(ctx context.Context, c idemstore.Claim) (idemstore.ClaimResult, error) {
 	s.calls.Add(1)
 	s.lease.Store(int64(c.LeaseUntil.Sub(c.Now)))
 	return s.Store.Claim(ctx, c)
 }
 
-func (s *countingStore) Complete(ctx context.Context, c idempotency.Completion) error {
+func (s *countingStore) Complete(ctx context.Context, c idemstore.Completion) error {
 	s.calls.Add(1)
 	return s.Store.Complete(ctx, c)
 }
 
-func (s *countingStore) Renew(ctx context.Context, r idempotency.Renewal) error {
+func (s *countingStore) Renew(ctx context.Context, r idemstore.Renewal) error {
 	s.calls.Add(1)
 	s.renewals.Add(1)
 	return s.Store.Renew(ctx, r)

@@ -10,10 +10,11 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/ichido/ichido/pkg/idempotency"
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 )
 
 // exampleStore stands in for a real Store such as pgstore.New(pool, nil).
-func exampleStore() idempotency.Store { return newMemStore() }
+func exampleStore() idemstore.Store { return newMemStore() }
 
 // Wrapping an HTTP API (payload 2.0) handler. In a Lambda main the result
 // goes to lambda.Start; the Logger and Metrics fields are left at their

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"unsafe"
 
-	"github.com/ichido/ichido/internal/apigw"
+	"github.com/ichido/ichido/pkg/idempotency/internal/apigw"
 )
 
 // fingerprintVersion starts every hashed input, so that a future change of

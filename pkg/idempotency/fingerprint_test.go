@@ -13,7 +13,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/internal/apigw"
+	"github.com/ichido/ichido/pkg/idempotency/internal/apigw"
 )
 
 func fingerprintOf(t *testing.T, req Request) string {

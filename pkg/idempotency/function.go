@@ -13,6 +13,8 @@ import (
 	"log/slog"
 	"net/http"
 	"time"
+
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 )
 
 // FunctionConfig configures Function and SQSHandler. Store, Name and (for
@@ -20,7 +22,7 @@ import (
 // documented default.
 type FunctionConfig[In any] struct {
 	// Store keeps the records. Required.
-	Store Store
+	Store idemstore.Store
 
 	// Name names the work, e.g. "record-task-activity". It scopes the keys:
 	// two functions given the same key never share a record. Keep it stable
@@ -216,9 +218,9 @@ func (c FunctionConfig[In]) validate() error {
 //     retry runs fn again; the caller gets fn's own error (a panic goes on);
 //   - a repeat while the first call still runs fails with ErrInProgress, and
 //     fn does not run twice;
-//   - when the store cannot be reached the call fails with a *StoreError
+//   - when the store cannot be reached the call fails with a *idemstore.Error
 //     and fn does not run (fail closed), so that the trigger retries; a
-//     store that refuses the call for good (StoreError.Permanent: a missing
+//     store that refuses the call for good (idemstore.Error.Permanent: a missing
 //     grant or table) is not retried, and fails the call the same way.
 //
 // Out should encode as JSON (encoding/json). A result that does not (a NaN,
@@ -282,7 +284,7 @@ func (f *function[In, Out]) call(ctx context.Context, in In) (out Out, err error
 
 	userID, keyRef := FunctionRecordID(f.cfg.KeyPrefix, f.cfg.Name, scope, key)
 	ref, res, err := f.e.claim(ctx, obs, userID, keyRef, hash)
-	if err == nil && !res.Claimed && res.Record.Status == StatusCompleted && res.Record.Response == nil &&
+	if err == nil && !res.Claimed && res.Record.Status == idemstore.StatusCompleted && res.Record.Response == nil &&
 		res.Record.RequestHash != hash && !f.mismatch(res.Record.RequestHash, hash) {
 		// A completed record of the same key made with or without a payload
 		// check where this call is the other way: a store need not return
@@ -300,13 +302,13 @@ func (f *function[In, Out]) call(ctx context.Context, in In) (out Out, err error
 		case f.mismatch(rec.RequestHash, hash):
 			obs.outcome = OutcomeMismatch
 			return out, fmt.Errorf("%w: key %q", ErrKeyReused, key)
-		case rec.Status == StatusInProgress:
+		case rec.Status == idemstore.StatusInProgress:
 			obs.outcome = OutcomeInProgress
 			return out, fmt.Errorf("%w: key %q", ErrInProgress, key)
-		case rec.Status == StatusCompleted && rec.Response != nil && rec.Response.NotKept:
+		case rec.Status == idemstore.StatusCompleted && rec.Response != nil && rec.Response.NotKept:
 			obs.outcome, obs.reason = OutcomeReplayed, CodeResponseNotKept
 			return out, fmt.Errorf("%w: key %q", ErrResultNotKept, key)
-		case rec.Status == StatusCompleted && rec.Response != nil:
+		case rec.Status == idemstore.StatusCompleted && rec.Response != nil:
 			obs.outcome = OutcomeReplayed
 			if f.cfg.OnReplay != nil {
 				f.onReplay(ctx, obs, key, ref, rec)
@@ -319,16 +321,16 @@ func (f *function[In, Out]) call(ctx context.Context, in In) (out Out, err error
 		default:
 			obs.outcome = OutcomeStoreError
 			obs.err = fmt.Errorf("store returned an unusable record: status %q, response present %t", rec.Status, rec.Response != nil)
-			return out, &StoreError{Op: "claim", Err: obs.err}
+			return out, &idemstore.Error{Op: "claim", Err: obs.err}
 		}
 	}
 
 	state := &runState{e: f.e, ref: ref}
-	err = f.e.execute(ctx, state, obs, func(ctx context.Context) (StoredResponse, bool, error) {
+	err = f.e.execute(ctx, state, obs, func(ctx context.Context) (idemstore.Response, bool, error) {
 		var err error
 		out, err = f.fn(ctx, in)
 		if err != nil {
-			return StoredResponse{}, false, err
+			return idemstore.Response{}, false, err
 		}
 		resp, err := resultResponse(out)
 		if err != nil {
@@ -369,12 +371,12 @@ func (f *function[In, Out]) identify(ctx context.Context, in In) (key, scope, ha
 // resultResponse is how a function's result is kept: its JSON as the body
 // of a 200 application/json response, so that every Store keeps it as it
 // keeps an HTTP response.
-func resultResponse(out any) (StoredResponse, error) {
+func resultResponse(out any) (idemstore.Response, error) {
 	body, err := json.Marshal(out)
 	if err != nil {
-		return StoredResponse{}, err
+		return idemstore.Response{}, err
 	}
-	return StoredResponse{
+	return idemstore.Response{
 		StatusCode: http.StatusOK,
 		Headers:    map[string]string{"Content-Type": "application/json"},
 		Body:       string(body),
@@ -469,14 +471,14 @@ func payloadHash(name string, checked bool, payload []byte) string {
 // TxCompleter: Redis), after DoNotStore, when called a second time, or when
 // out does not encode as JSON. With pgstore, prefer its CompleteRunInTx,
 // which takes the run over and writes the completion in one call.
-func AtomicResult[Out any](ctx context.Context, out Out) (Completion, bool) {
+func AtomicResult[Out any](ctx context.Context, out Out) (idemstore.Completion, bool) {
 	run, ok := currentRun(ctx)
 	if !ok || run.stored != nil || !run.completesInTx() {
-		return Completion{}, false
+		return idemstore.Completion{}, false
 	}
 	resp, err := resultResponse(out)
 	if err != nil {
-		return Completion{}, false
+		return idemstore.Completion{}, false
 	}
 	return run.takeOver(resp)
 }

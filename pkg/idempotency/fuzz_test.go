@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/internal/apigw"
+	"github.com/ichido/ichido/pkg/idempotency/internal/apigw"
 )
 
 func FuzzParseKey(f *testing.F) {

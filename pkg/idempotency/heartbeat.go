@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 )
 
 // DefaultHeartbeat is the lease of a run that renews it (Config.Heartbeat).
@@ -47,7 +49,7 @@ func (e *engine) lease(ctx context.Context, now time.Time, beat bool) time.Time 
 // its goroutine until stop returns.
 type heartbeat struct {
 	e      *engine
-	ref    Ref
+	ref    idemstore.Ref
 	cancel context.CancelCauseFunc
 	quit   chan struct{}
 	done   chan struct{}
@@ -65,9 +67,9 @@ type heartbeat struct {
 // lease lost (another invocation took the key over after the renewals
 // failed for a whole lease) stops the beat and cancels the returned
 // context, the run's, with a cause that wraps ErrLeaseLost; so does a
-// renewal that fails permanently (StoreError.Permanent), with a cause that
-// wraps that StoreError, since no later renewal could succeed.
-func (e *engine) startHeartbeat(ctx context.Context, ref Ref) (context.Context, *heartbeat) {
+// renewal that fails permanently (idemstore.Error.Permanent), with a cause that
+// wraps that idemstore.Error, since no later renewal could succeed.
+func (e *engine) startHeartbeat(ctx context.Context, ref idemstore.Ref) (context.Context, *heartbeat) {
 	runCtx, cancel := context.WithCancelCause(ctx)
 	hb := &heartbeat{e: e, ref: ref, cancel: cancel, quit: make(chan struct{}), done: make(chan struct{})}
 	go hb.run(context.WithoutCancel(ctx))
@@ -88,17 +90,17 @@ func (hb *heartbeat) run(ctx context.Context) {
 		now := hb.e.clock()
 		rctx, cancel := context.WithTimeout(ctx, period)
 		start := time.Now()
-		err := hb.e.store.Renew(rctx, Renewal{Ref: hb.ref, Now: now, LeaseUntil: now.Add(hb.e.heartbeat)})
+		err := hb.e.store.Renew(rctx, idemstore.Renewal{Ref: hb.ref, Now: now, LeaseUntil: now.Add(hb.e.heartbeat)})
 		cancel()
 		hb.calls++
 		hb.ms += msSince(start)
 		switch {
 		case err == nil:
-		case errors.Is(err, ErrLeaseLost):
+		case errors.Is(err, idemstore.ErrLeaseLost):
 			hb.err = fmt.Errorf("renewing the lease: %w", err)
 			hb.cancel(hb.err)
 			return
-		case IsPermanent(err):
+		case idemstore.IsPermanent(err):
 			// No renewal will succeed (a missing grant, the renewal function
 			// not migrated): the lease runs out within a heartbeat and the
 			// key is then another invocation's, so the run is stopped now,
@@ -122,6 +124,6 @@ func (hb *heartbeat) stop(obs *observation) {
 	}
 	if hb.err != nil {
 		obs.err = errors.Join(obs.err, hb.err)
-		obs.permanent = obs.permanent || IsPermanent(hb.err)
+		obs.permanent = obs.permanent || idemstore.IsPermanent(hb.err)
 	}
 }

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/ichido/ichido/internal/apigw"
-	"github.com/ichido/ichido/internal/problem"
+	"github.com/ichido/ichido/pkg/idempotency/internal/apigw"
+	"github.com/ichido/ichido/pkg/idempotency/internal/problem"
 )
 
 // Middleware returns net/http middleware that gives the handler it wraps

@@ -7,20 +7,19 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 
-	"github.com/ichido/ichido/pkg/idempotency"
-	"github.com/ichido/ichido/pkg/idempotency/idempotencytest"
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
+	"github.com/ichido/ichido/pkg/idempotency/storetest"
 )
 
 // TestMiddlewareBehaviourChi runs the HTTP behaviour table through a chi
 // router, with chi's own middleware around the idempotency middleware.
 func TestMiddlewareBehaviourChi(t *testing.T) {
 	t.Parallel()
-	idempotencytest.RunMiddlewareBehaviour(t, func(*testing.T) idempotency.Store { return newMemStore() },
-		func(mw func(http.Handler) http.Handler, h http.Handler) http.Handler {
-			r := chi.NewRouter()
-			r.Use(middleware.RequestID)
-			r.Use(mw)
-			r.Handle("/*", h)
-			return r
-		})
+	storetest.Run(t, storetest.Config{Parts: storetest.Middleware, New: func(*testing.T) idemstore.Store { return newMemStore() }, Mount: func(mw func(http.Handler) http.Handler, h http.Handler) http.Handler {
+		r := chi.NewRouter()
+		r.Use(middleware.RequestID)
+		r.Use(mw)
+		r.Handle("/*", h)
+		return r
+	}})
 }

@@ -71,7 +71,7 @@ const metricCacheHit = "cache_hit"
 const metricWaited = "waited"
 
 // metricStorePermanent counts the requests in which the store failed for
-// good (StoreError.Permanent): a deployment to fix, not a blip.
+// good (idemstore.Error.Permanent): a deployment to fix, not a blip.
 const metricStorePermanent = "store_permanent"
 
 // observation gathers what one protected request did; emit writes it as
@@ -92,7 +92,7 @@ type observation struct {
 	storeMS   []storeCall
 	handlerMS float64
 	err       error // internal; logged, never sent to a client
-	permanent bool  // a store call failed for good (StoreError.Permanent)
+	permanent bool  // a store call failed for good (idemstore.Error.Permanent)
 
 	hash      string    // the request's fingerprint, kept with a cached record
 	raw       rawDigest // the request's raw digest when it was computed (rawDigestOf)

@@ -8,8 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ichido/ichido/internal/apigw"
-	"github.com/ichido/ichido/internal/problem"
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
+	"github.com/ichido/ichido/pkg/idempotency/internal/apigw"
+	"github.com/ichido/ichido/pkg/idempotency/internal/problem"
 )
 
 // maxKeyPrefixLength bounds Config.KeyPrefix and FunctionConfig.KeyPrefix.
@@ -66,7 +67,7 @@ type Replay struct {
 	UserID string
 	// Response is the stored response, as it was kept. Changing it changes
 	// nothing; change Header instead.
-	Response StoredResponse
+	Response idemstore.Response
 	// Header holds the headers of the replay as it will be sent: the
 	// stored content headers and Idempotent-Replayed: true. The hook may
 	// add, change or remove any of them (an Age, a Date, a header saying
@@ -86,15 +87,15 @@ type Replay struct {
 // replayMetadata fills the times of a replayed record when the store's
 // claim answered without them (pgstore's replay is the stored envelope
 // alone): one more read, made only when a replay hook wants them.
-func (e *engine) replayMetadata(ctx context.Context, obs *observation, rec Record) Record {
+func (e *engine) replayMetadata(ctx context.Context, obs *observation, rec idemstore.Record) idemstore.Record {
 	if !rec.ExpiresAt.IsZero() {
 		return rec // from the store's claim, or the local cache (no CreatedAt)
 	}
-	admin, ok := e.store.(Admin)
+	admin, ok := e.store.(idemstore.Admin)
 	if !ok {
 		return rec
 	}
-	var full Record
+	var full idemstore.Record
 	var found bool
 	err := obs.timed("get", func() (err error) {
 		full, found, err = admin.Get(ctx, rec.UserID, rec.Key)
@@ -188,7 +189,7 @@ func (d *decorator) unprotected(ctx context.Context, obs *observation, run func(
 
 // onReplay calls Config.OnReplay with the replayed record and the headers
 // about to be sent, which it may change.
-func (d *decorator) onReplay(ctx context.Context, obs *observation, key string, rec Record, header http.Header) {
+func (d *decorator) onReplay(ctx context.Context, obs *observation, key string, rec idemstore.Record, header http.Header) {
 	rec = d.e.replayMetadata(ctx, obs, rec)
 	d.cfg.OnReplay(ctx, &Replay{
 		Key:       key,
@@ -229,7 +230,7 @@ func (f *function[In, Out]) unprotected(ctx context.Context, obs *observation, i
 
 // onReplay calls FunctionConfig.OnReplay with the record a repeat is
 // answered from.
-func (f *function[In, Out]) onReplay(ctx context.Context, obs *observation, key string, ref Ref, rec Record) {
+func (f *function[In, Out]) onReplay(ctx context.Context, obs *observation, key string, ref idemstore.Ref, rec idemstore.Record) {
 	rec.UserID, rec.Key = ref.UserID, ref.Key
 	rec = f.e.replayMetadata(ctx, obs, rec)
 	f.cfg.OnReplay(ctx, &Replay{

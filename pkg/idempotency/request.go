@@ -11,7 +11,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/ichido/ichido/internal/apigw"
+	"github.com/ichido/ichido/pkg/idempotency/internal/apigw"
 )
 
 // AnyRequest is the set of request payloads Wrap and the user extractors understand: the

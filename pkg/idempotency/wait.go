@@ -4,6 +4,8 @@ import (
 	"context"
 	"math/rand/v2"
 	"time"
+
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 )
 
 // Pauses between the polls of a duplicate that waits for the first
@@ -31,7 +33,7 @@ const waitMargin = 100 * time.Millisecond
 // caller refuses as without waiting. Each poll is one Claim; a poll that
 // fails is recovered from like the first claim (recoverClaim), and ends the
 // wait.
-func (e *engine) waitForResult(ctx context.Context, obs *observation, c Claim, first ClaimResult) (ClaimResult, error) {
+func (e *engine) waitForResult(ctx context.Context, obs *observation, c idemstore.Claim, first idemstore.ClaimResult) (idemstore.ClaimResult, error) {
 	res := first
 	until := time.Now().Add(e.wait)
 	deadline, hasDeadline := ctx.Deadline()
@@ -74,6 +76,6 @@ func (e *engine) waitForResult(ctx context.Context, obs *observation, c Claim, f
 
 // waiting reports whether res is a record in progress for the same request,
 // which a waiting duplicate polls again.
-func waiting(res ClaimResult, requestHash string) bool {
-	return !res.Claimed && res.Record.Status == StatusInProgress && res.Record.RequestHash == requestHash
+func waiting(res idemstore.ClaimResult, requestHash string) bool {
+	return !res.Claimed && res.Record.Status == idemstore.StatusInProgress && res.Record.RequestHash == requestHash
 }

@@ -11,8 +11,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ichido/ichido/internal/apigw"
-	"github.com/ichido/ichido/internal/problem"
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
+	"github.com/ichido/ichido/pkg/idempotency/internal/apigw"
+	"github.com/ichido/ichido/pkg/idempotency/internal/problem"
 )
 
 // Wrap returns a handler that behaves like h and makes its protected
@@ -128,7 +129,7 @@ func (d *decorator) serve(ctx context.Context, view Request, bodySize int, run f
 
 	ref, res, err := d.e.claim(ctx, obs, userID, recordKey, hash)
 	switch {
-	case IsPermanent(err):
+	case idemstore.IsPermanent(err):
 		return refuse(OutcomeStoreError, storeMisconfigured())
 	case err != nil:
 		return refuse(OutcomeStoreError, storeUnavailable())
@@ -140,13 +141,13 @@ func (d *decorator) serve(ctx context.Context, view Request, bodySize int, run f
 		case rec.RequestHash != hash:
 			return refuse(OutcomeMismatch, problem.New(http.StatusUnprocessableEntity, CodeKeyReused,
 				"This Idempotency-Key was already used for a different request (method, path, query or body). Use a new key for a new request."))
-		case rec.Status == StatusInProgress:
+		case rec.Status == idemstore.StatusInProgress:
 			return refuse(OutcomeInProgress, problem.New(http.StatusConflict, CodeKeyInUse,
 				"A request with this Idempotency-Key is still being processed. Retry after the delay in Retry-After."))
-		case rec.Status == StatusCompleted && rec.Response != nil && rec.Response.NotKept:
+		case rec.Status == idemstore.StatusCompleted && rec.Response != nil && rec.Response.NotKept:
 			return refuse(OutcomeReplayed, problem.New(http.StatusUnprocessableEntity, CodeResponseNotKept,
 				"The request with this Idempotency-Key was processed, but its response was too large to be kept for replay. It will not be processed again; use a new key for a new request."))
-		case rec.Status == StatusCompleted && rec.Response != nil:
+		case rec.Status == idemstore.StatusCompleted && rec.Response != nil:
 			obs.outcome, obs.status = OutcomeReplayed, rec.Response.StatusCode
 			answer := d.replay(*rec.Response)
 			if d.cfg.OnReplay != nil {
@@ -163,14 +164,14 @@ func (d *decorator) serve(ctx context.Context, view Request, bodySize int, run f
 	ctx = NewContext(ctx, Info{Key: key, UserID: userID, RequestHash: hash})
 	state := &runState{e: d.e, ref: ref, stored: d.stored}
 	mismatch := false
-	err = d.e.execute(ctx, state, obs, func(ctx context.Context) (StoredResponse, bool, error) {
+	err = d.e.execute(ctx, state, obs, func(ctx context.Context) (idemstore.Response, bool, error) {
 		resp, err := run(ctx)
 		if err != nil {
-			return StoredResponse{}, false, err
+			return idemstore.Response{}, false, err
 		}
 		obs.status = resp.StatusCode
 		if !Storable(resp.StatusCode) {
-			return StoredResponse{}, false, nil
+			return idemstore.Response{}, false, nil
 		}
 		kept := d.stored(resp)
 		if state.takenOver.Load() && !sameResponse(kept, state.atomicStored) {
@@ -203,7 +204,7 @@ func (d *decorator) fingerprint(view Request, userID, recordKey string, obs *obs
 }
 
 // sameResponse reports whether two kept responses replay alike.
-func sameResponse(a, b StoredResponse) bool {
+func sameResponse(a, b idemstore.Response) bool {
 	return a.StatusCode == b.StatusCode && a.Body == b.Body && a.IsBase64Encoded == b.IsBase64Encoded &&
 		a.NotKept == b.NotKept && maps.Equal(a.Headers, b.Headers)
 }
@@ -234,7 +235,7 @@ func finishOutcome(err error, ok Outcome) Outcome {
 	switch {
 	case err == nil:
 		return ok
-	case errors.Is(err, ErrLeaseLost):
+	case errors.Is(err, idemstore.ErrLeaseLost):
 		return OutcomeLeaseLost
 	default:
 		return OutcomeStoreError
@@ -270,8 +271,8 @@ func decodeCookies(value string) []string {
 
 // stored keeps the parts of resp that a replay gives back. Several values
 // of one header are joined with ", ", except Set-Cookie's (encodeCookies).
-func (d *decorator) stored(resp apigw.Response) StoredResponse {
-	s := StoredResponse{StatusCode: resp.StatusCode, Body: resp.Body, IsBase64Encoded: resp.IsBase64Encoded}
+func (d *decorator) stored(resp apigw.Response) idemstore.Response {
+	s := idemstore.Response{StatusCode: resp.StatusCode, Body: resp.Body, IsBase64Encoded: resp.IsBase64Encoded}
 	for _, name := range d.replayHeaders {
 		if values := resp.Headers.Values(name); len(values) > 0 {
 			if s.Headers == nil {
@@ -289,7 +290,7 @@ func (d *decorator) stored(resp apigw.Response) StoredResponse {
 
 // replay rebuilds a stored response, marked as replayed; every stored
 // cookie is a Set-Cookie value of its own.
-func (d *decorator) replay(s StoredResponse) apigw.Response {
+func (d *decorator) replay(s idemstore.Response) apigw.Response {
 	h := make(http.Header, len(s.Headers)+1)
 	// One array holds the single values, as in addHeaders.
 	values := make([]string, 0, len(s.Headers)+1)

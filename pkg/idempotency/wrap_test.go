@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ichido/ichido/pkg/idempotency"
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 )
 
 type v2Handler = func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error)
@@ -87,10 +88,10 @@ func request(user, key string) events.APIGatewayV2HTTPRequest {
 // recordingStore remembers the claims it was given.
 type recordingStore struct {
 	*memStore
-	claims []idempotency.Claim
+	claims []idemstore.Claim
 }
 
-func (s *recordingStore) Claim(ctx context.Context, c idempotency.Claim) (idempotency.ClaimResult, error) {
+func (s *recordingStore) Claim(ctx context.Context, c idemstore.Claim) (idemstore.ClaimResult, error) {
 	s.claims = append(s.claims, c)
 	return s.memStore.Claim(ctx, c)
 }
@@ -131,7 +132,7 @@ func TestClaimCarriesLeaseExpiryAndOwner(t *testing.T) {
 
 	require.Len(t, store.claims, 3)
 	c := store.claims[0]
-	require.Equal(t, idempotency.Ref{UserID: userA, Key: keyA, Owner: "req-1"}, c.Ref)
+	require.Equal(t, idemstore.Ref{UserID: userA, Key: keyA, Owner: "req-1"}, c.Ref)
 	require.Equal(t, now, c.Now)
 	require.WithinDuration(t, now.Add(13*time.Second), c.LeaseUntil, time.Second)
 	require.False(t, c.LeaseUntil.After(now.Add(13*time.Second)))
@@ -212,12 +213,12 @@ func TestStoreErrorTextStaysInTheLog(t *testing.T) {
 
 type failingStore struct{}
 
-func (failingStore) Claim(context.Context, idempotency.Claim) (idempotency.ClaimResult, error) {
-	return idempotency.ClaimResult{}, &idempotency.StoreError{Op: "claim", Err: errors.New("dial tcp 10.0.0.1:5432: connection refused")}
+func (failingStore) Claim(context.Context, idemstore.Claim) (idemstore.ClaimResult, error) {
+	return idemstore.ClaimResult{}, &idemstore.Error{Op: "claim", Err: errors.New("dial tcp 10.0.0.1:5432: connection refused")}
 }
-func (failingStore) Complete(context.Context, idempotency.Completion) error { return nil }
-func (failingStore) Release(context.Context, idempotency.Ref) error         { return nil }
-func (failingStore) Renew(context.Context, idempotency.Renewal) error       { return nil }
+func (failingStore) Complete(context.Context, idemstore.Completion) error { return nil }
+func (failingStore) Release(context.Context, idemstore.Ref) error         { return nil }
+func (failingStore) Renew(context.Context, idemstore.Renewal) error       { return nil }
 
 const (
 	userA = "5f0c7d2e-0c1a-4c3b-9a57-2f1e6f2b9d01"
@@ -250,7 +251,7 @@ func TestDoNotStore(t *testing.T) {
 	first, err := h(context.Background(), req)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusUnprocessableEntity, first.StatusCode)
-	left, err := store.List(context.Background(), idempotency.ListQuery{})
+	left, err := store.List(context.Background(), idemstore.ListQuery{})
 	require.NoError(t, err)
 	require.Empty(t, left, "the refusal was not stored: the record is released")
 

@@ -3,7 +3,7 @@
 // each with many goroutines, call one idempotent Function over PostgreSQL,
 // Redis and DynamoDB (moto's server) with random keys, payloads and handler outcomes (success,
 // error, panic, slow), while faults are injected: replies lost after the
-// store acted (a loopback proxy, idempotencytest.ReplyCutter, in front of
+// store acted (a loopback proxy, storetest.ReplyCutter, in front of
 // each worker's store connection), SIGSTOP pauses longer than a lease,
 // SIGKILL, and clocks skewed within a bound (Config.Clock). Every call, every
 // claim, every side effect and every finish is written to a log, which is

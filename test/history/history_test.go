@@ -33,9 +33,10 @@ import (
 	"github.com/ichido/ichido/internal/redistest"
 	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/dynamostore"
-	"github.com/ichido/ichido/pkg/idempotency/idempotencytest"
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
 	"github.com/ichido/ichido/pkg/idempotency/redisstore"
+	"github.com/ichido/ichido/pkg/idempotency/storetest"
 )
 
 var soak = flag.Bool("soak", false, "run the long histories (make soak-history)")
@@ -77,11 +78,11 @@ const (
 // leaseIgnoringStore is a broken store, for the test that shows that the
 // check can fail: a claim that finds the record in progress for the same
 // request counts as claimed, as if the lease did not exist.
-type leaseIgnoringStore struct{ idempotency.Store }
+type leaseIgnoringStore struct{ idemstore.Store }
 
-func (s leaseIgnoringStore) Claim(ctx context.Context, c idempotency.Claim) (idempotency.ClaimResult, error) {
+func (s leaseIgnoringStore) Claim(ctx context.Context, c idemstore.Claim) (idemstore.ClaimResult, error) {
 	res, err := s.Store.Claim(ctx, c)
-	if err == nil && !res.Claimed && res.Record.Status == idempotency.StatusInProgress && res.Record.RequestHash == c.RequestHash {
+	if err == nil && !res.Claimed && res.Record.Status == idemstore.StatusInProgress && res.Record.RequestHash == c.RequestHash {
 		res.Claimed = true
 	}
 	return res, err
@@ -165,7 +166,7 @@ var errHandler = errors.New("the handler failed")
 
 // newFunction returns the idempotent Function every process calls, logging
 // to log, on store, with its clock skewed by skew.
-func newFunction(t testing.TB, name string, store idempotency.Store, log *eventLog, skew time.Duration, proc int) func(context.Context, input) (output, error) {
+func newFunction(t testing.TB, name string, store idemstore.Store, log *eventLog, skew time.Duration, proc int) func(context.Context, input) (output, error) {
 	handler := func(ctx context.Context, in input) (output, error) {
 		c := ctx.Value(ownerKey{}).(*call)
 		log.write(event{E: "claimed", ID: c.id})
@@ -230,7 +231,7 @@ func callOnce(fn func(context.Context, input) (output, error), log *eventLog, id
 		out, err = fn(ctx, in)
 		return out, err, false
 	}()
-	var se *idempotency.StoreError
+	var se *idemstore.Error
 	var answer string
 	switch {
 	case panicked:
@@ -274,13 +275,13 @@ func TestHistoryWorker(t *testing.T) {
 	proc := int(atoi(envProc))
 	rng := rand.New(rand.NewPCG(uint64(atoi(envSeed)), uint64(proc)))
 
-	var store idempotency.Store
-	var cutter *idempotencytest.ReplyCutter
+	var store idemstore.Store
+	var cutter *storetest.ReplyCutter
 	switch kind {
 	case "postgres":
 		u, err := url.Parse(os.Getenv(envAddr))
 		require.NoError(t, err)
-		cutter = idempotencytest.NewReplyCutter(t, u.Host)
+		cutter = storetest.NewReplyCutter(t, u.Host)
 		u.Host = cutter.Addr()
 		cfg, err := pgxpool.ParseConfig(u.String())
 		require.NoError(t, err)
@@ -290,12 +291,12 @@ func TestHistoryWorker(t *testing.T) {
 		defer pool.Close()
 		store = pgstore.New(pool, nil)
 	case "redis", "valkey":
-		cutter = idempotencytest.NewReplyCutter(t, os.Getenv(envAddr))
+		cutter = storetest.NewReplyCutter(t, os.Getenv(envAddr))
 		c := redis.NewClient(&redis.Options{Addr: cutter.Addr(), DialTimeout: time.Second, ReadTimeout: time.Second, MaxRetries: -1})
 		defer c.Close()
 		store = redisstore.New(c, nil)
 	case "dynamodb":
-		cutter = idempotencytest.NewReplyCutter(t, os.Getenv(envAddr))
+		cutter = storetest.NewReplyCutter(t, os.Getenv(envAddr))
 		client := dynamotest.NewClientAt("http://"+cutter.Addr(), dynamotest.ClientOptions{MaxAttempts: 1})
 		st, err := dynamostore.New(client, &dynamostore.Options{Table: os.Getenv(envTable)})
 		require.NoError(t, err)
@@ -357,7 +358,7 @@ type storeUnderTest struct {
 	kind  string
 	addr  string // what a worker connects to (through its own proxy)
 	table string // DynamoDB's table
-	open  func(t *testing.T) idempotency.Store
+	open  func(t *testing.T) idemstore.Store
 }
 
 // TestHistory runs the histories on PostgreSQL, Redis 7.0, Valkey 8.1 and
@@ -369,11 +370,11 @@ func TestHistory(t *testing.T) {
 	stores := []func(t *testing.T) storeUnderTest{
 		func(t *testing.T) storeUnderTest {
 			db := pgtest.New(t)
-			return storeUnderTest{kind: "postgres", addr: db.URL, open: func(t *testing.T) idempotency.Store { return pgstore.New(db.Pool, nil) }}
+			return storeUnderTest{kind: "postgres", addr: db.URL, open: func(t *testing.T) idemstore.Store { return pgstore.New(db.Pool, nil) }}
 		},
 		func(t *testing.T) storeUnderTest {
 			srv := redistest.StartT(t)
-			return storeUnderTest{kind: "redis", addr: srv.Addr, open: func(t *testing.T) idempotency.Store {
+			return storeUnderTest{kind: "redis", addr: srv.Addr, open: func(t *testing.T) idemstore.Store {
 				c := redis.NewClient(&redis.Options{Addr: srv.Addr})
 				t.Cleanup(func() { _ = c.Close() })
 				return redisstore.New(c, nil)
@@ -385,7 +386,7 @@ func TestHistory(t *testing.T) {
 			srv, err := redistest.StartValkey(context.Background())
 			require.NoError(t, err)
 			t.Cleanup(srv.Stop)
-			return storeUnderTest{kind: "valkey", addr: srv.Addr, open: func(t *testing.T) idempotency.Store {
+			return storeUnderTest{kind: "valkey", addr: srv.Addr, open: func(t *testing.T) idemstore.Store {
 				c := redis.NewClient(&redis.Options{Addr: srv.Addr})
 				t.Cleanup(func() { _ = c.Close() })
 				return redisstore.New(c, nil)
@@ -397,7 +398,7 @@ func TestHistory(t *testing.T) {
 			st, err := dynamostore.New(client, &dynamostore.Options{Table: dynamotest.TableName(t)})
 			require.NoError(t, err)
 			dynamotest.CreateTable(t, client, st.CreateTableInput())
-			return storeUnderTest{kind: "dynamodb", addr: srv.Addr(), table: st.Table(), open: func(t *testing.T) idempotency.Store { return st }}
+			return storeUnderTest{kind: "dynamodb", addr: srv.Addr(), table: st.Table(), open: func(t *testing.T) idemstore.Store { return st }}
 		},
 	}
 	for _, newStore := range stores {
@@ -425,7 +426,7 @@ func TestHistoryCatchesBrokenStore(t *testing.T) {
 		t.Skip("a worker process")
 	}
 	srv := redistest.StartT(t)
-	st := storeUnderTest{kind: "redis", addr: srv.Addr, open: func(t *testing.T) idempotency.Store {
+	st := storeUnderTest{kind: "redis", addr: srv.Addr, open: func(t *testing.T) idemstore.Store {
 		c := redis.NewClient(&redis.Options{Addr: srv.Addr})
 		t.Cleanup(func() { _ = c.Close() })
 		return redisstore.New(c, nil)

@@ -11,8 +11,7 @@ import (
 	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
-	"github.com/ichido/ichido/pkg/idempotency"
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 )
 
 // AdminAPI is what the operator's calls (Get, List, Delete) need of the
@@ -26,41 +25,41 @@ type AdminAPI interface {
 	Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
 }
 
-var _ idempotency.Admin = (*Store)(nil)
+var _ idemstore.Admin = (*Store)(nil)
 
-// Get implements idempotency.Admin: one strongly consistent GetItem. A
+// Get implements idemstore.Admin: one strongly consistent GetItem. A
 // record past its ExpiresAt by DynamoDB's clock (the reply's Date) counts
 // as absent, whether or not TTL has deleted it.
-func (s *Store) Get(ctx context.Context, userID, key string) (idempotency.Record, bool, error) {
+func (s *Store) Get(ctx context.Context, userID, key string) (idemstore.Record, bool, error) {
 	out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{TableName: s.table, Key: s.Key(userID, key), ConsistentRead: aws.Bool(true)})
 	received := time.Now()
 	if err != nil {
-		return idempotency.Record{}, false, s.storeError(ctx, "get", err)
+		return idemstore.Record{}, false, s.storeError(ctx, "get", err)
 	}
 	if out.Item == nil {
-		return idempotency.Record{}, false, nil
+		return idemstore.Record{}, false, nil
 	}
 	rec, err := s.decodeItem(userID, key, out.Item)
 	if err != nil {
-		return idempotency.Record{}, false, s.storeError(ctx, "get", err)
+		return idemstore.Record{}, false, s.storeError(ctx, "get", err)
 	}
 	now := time.Now()
 	if d, ok := awsmiddleware.GetServerTime(out.ResultMetadata); ok {
 		now = d.Add(time.Since(received))
 	}
 	if !rec.ExpiresAt.After(now) {
-		return idempotency.Record{}, false, nil
+		return idemstore.Record{}, false, nil
 	}
 	return rec, true, nil
 }
 
-// List implements idempotency.Admin: a strongly consistent Scan of the
+// List implements idemstore.Admin: a strongly consistent Scan of the
 // table (of the records under Options.KeyPrefix, of q.UserID's when set),
 // or a Query of one user's records when the table has a sort key; then
 // newest first, at most q.Limited(). It reads every record it selects:
 // for operators, not for a request's path. The client must implement
 // AdminAPI.
-func (s *Store) List(ctx context.Context, q idempotency.ListQuery) ([]idempotency.Record, error) {
+func (s *Store) List(ctx context.Context, q idemstore.ListQuery) ([]idemstore.Record, error) {
 	admin, ok := s.client.(AdminAPI)
 	if !ok {
 		return nil, newStoreError("list", fmt.Errorf("the client (%T) cannot Scan or Query: List needs a client with both, such as *dynamodb.Client", s.client), true)
@@ -110,7 +109,7 @@ func (s *Store) List(ctx context.Context, q idempotency.ListQuery) ([]idempotenc
 		}
 	}
 	now := time.Now()
-	recs := make([]idempotency.Record, 0, len(items))
+	recs := make([]idemstore.Record, 0, len(items))
 	for _, item := range items {
 		userID, key, err := s.refOf(item)
 		if err != nil {
@@ -166,7 +165,7 @@ func (s *Store) refOf(item map[string]types.AttributeValue) (userID, key string,
 	return userID, key, nil
 }
 
-// Delete implements idempotency.Admin: one DeleteItem, whatever the
+// Delete implements idemstore.Admin: one DeleteItem, whatever the
 // record's state or owner, reporting whether there was one.
 func (s *Store) Delete(ctx context.Context, userID, key string) (bool, error) {
 	out, err := s.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: s.table, Key: s.Key(userID, key), ReturnValues: types.ReturnValueAllOld})

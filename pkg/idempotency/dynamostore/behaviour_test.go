@@ -7,16 +7,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ichido/ichido/internal/dynamotest"
-	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/dynamostore"
-	"github.com/ichido/ichido/pkg/idempotency/idempotencytest"
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
+	"github.com/ichido/ichido/pkg/idempotency/storetest"
 )
 
 // TestHTTPBehaviour runs the decorator's HTTP behaviour table on DynamoDB.
 func TestHTTPBehaviour(t *testing.T) {
 	t.Parallel()
 	client := dynamotest.NewClient(t)
-	idempotencytest.RunHTTPBehaviour(t, storeOn(client, newTable(t, client, nil)))
+	storetest.Run(t, storetest.Config{Parts: storetest.HTTP, New: storeOn(client, newTable(t, client, nil))})
 }
 
 // TestFunctionBehaviour runs the behaviour table of Function and
@@ -24,7 +24,7 @@ func TestHTTPBehaviour(t *testing.T) {
 func TestFunctionBehaviour(t *testing.T) {
 	t.Parallel()
 	client := dynamotest.NewClient(t)
-	idempotencytest.RunFunctionBehaviour(t, storeOn(client, newTable(t, client, nil)))
+	storetest.Run(t, storetest.Config{Parts: storetest.Function, New: storeOn(client, newTable(t, client, nil))})
 }
 
 // storeURL names a table at an endpoint, for another process:
@@ -35,7 +35,7 @@ func storeURL(endpoint, table string) string {
 
 // storeAt is a store on its own client at the endpoint and table u names
 // (storeURL), as one more process would have.
-func storeAt(t *testing.T, u string) idempotency.Store {
+func storeAt(t *testing.T, u string) idemstore.Store {
 	parsed, err := url.Parse(u)
 	require.NoError(t, err)
 	table := parsed.Query().Get("table")
@@ -51,12 +51,12 @@ func TestSQSBatchAcrossProcesses(t *testing.T) {
 	t.Parallel()
 	client := dynamotest.NewClient(t)
 	table := newTable(t, client, nil)
-	idempotencytest.RunBatchAcrossProcesses(t, 8, "TestSQSBatchWorker", storeURL(dynamotest.Endpoint(t), table), storeAt)
+	storetest.Run(t, storetest.Config{Parts: storetest.Processes, Processes: &storetest.ProcessesConfig{N: 8, WorkerTest: "TestSQSBatchWorker", URL: storeURL(dynamotest.Endpoint(t), table), NewAt: storeAt}})
 }
 
 // TestSQSBatchWorker is one process of TestSQSBatchAcrossProcesses.
 func TestSQSBatchWorker(t *testing.T) {
-	idempotencytest.BatchWorker(t, storeAt)
+	storetest.BatchWorker(t, storeAt)
 }
 
 // TestLostClaimReply cuts the connection after DynamoDB ran the claim's
@@ -66,13 +66,14 @@ func TestSQSBatchWorker(t *testing.T) {
 func TestLostClaimReply(t *testing.T) {
 	t.Parallel()
 	srv := dynamotest.StartT(t)
-	cutter := idempotencytest.NewReplyCutter(t, srv.Addr())
 	setup := dynamotest.NewClientAt(srv.Endpoint, dynamotest.ClientOptions{})
 	table := newTable(t, setup, nil)
-	client := dynamotest.NewClientAt("http://"+cutter.Addr(), dynamotest.ClientOptions{MaxAttempts: 1})
-	st, err := dynamostore.New(client, &dynamostore.Options{Table: table})
-	require.NoError(t, err)
-	idempotencytest.RunLostClaimReply(t, st, cutter)
+	storetest.Run(t, storetest.Config{Parts: storetest.LostReply, Server: srv.Addr(), Through: func(t *testing.T, addr string) idemstore.Store {
+		client := dynamotest.NewClientAt("http://"+addr, dynamotest.ClientOptions{MaxAttempts: 1})
+		st, err := dynamostore.New(client, &dynamostore.Options{Table: table})
+		require.NoError(t, err)
+		return st
+	}})
 }
 
 // TestLostClaimReplySDKRetry is the same cut with the SDK's own retries
@@ -81,11 +82,12 @@ func TestLostClaimReply(t *testing.T) {
 func TestLostClaimReplySDKRetry(t *testing.T) {
 	t.Parallel()
 	srv := dynamotest.StartT(t)
-	cutter := idempotencytest.NewReplyCutter(t, srv.Addr())
 	setup := dynamotest.NewClientAt(srv.Endpoint, dynamotest.ClientOptions{})
 	table := newTable(t, setup, nil)
-	client := dynamotest.NewClientAt("http://"+cutter.Addr(), dynamotest.ClientOptions{})
-	st, err := dynamostore.New(client, &dynamostore.Options{Table: table})
-	require.NoError(t, err)
-	idempotencytest.RunLostClaimReply(t, st, cutter)
+	storetest.Run(t, storetest.Config{Parts: storetest.LostReply, Server: srv.Addr(), Through: func(t *testing.T, addr string) idemstore.Store {
+		client := dynamotest.NewClientAt("http://"+addr, dynamotest.ClientOptions{})
+		st, err := dynamostore.New(client, &dynamostore.Options{Table: table})
+		require.NoError(t, err)
+		return st
+	}})
 }

@@ -1,6 +1,6 @@
 // Package dynamostore keeps idempotency records in one Amazon DynamoDB
 // table, through aws-sdk-go-v2's service/dynamodb. It implements the same
-// idempotency.Store contract as packages pgstore and redisstore and passes
+// idemstore.Store contract as packages pgstore and redisstore and passes
 // the same conformance suite, so a handler wrapped by idempotency.Wrap does
 // not change when the store does. Every write is conditional on the owner
 // token: a claim, a completion, a release and a renewal change nothing that
@@ -92,7 +92,7 @@
 // values together. Complete measures the completed item as DynamoDB does
 // before sending it; a response that would not fit, or that DynamoDB
 // refuses for its size, is answered with a permanent
-// *idempotency.StoreError wrapping idempotency.ErrTooLarge, nothing is
+// *idemstore.Error wrapping idemstore.ErrTooLarge, nothing is
 // written, and the engine completes the record with the not-kept marker:
 // the work never runs twice. Options.MaxRecordBytes sets a lower limit.
 //
@@ -116,7 +116,7 @@
 //
 // # Operators
 //
-// The store implements idempotency.Admin (cmd/keystore's get, list and
+// The store implements idemstore.Admin (cmd/keystore's get, list and
 // delete): Get is a strongly consistent GetItem, Delete a DeleteItem, and
 // List a Scan of the table (a Query of one user's records on a table with a
 // sort key). They need an operator's grants (GetItem, DeleteItem, Scan,

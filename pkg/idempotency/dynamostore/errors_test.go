@@ -19,6 +19,7 @@ import (
 	"github.com/ichido/ichido/internal/dynamotest"
 	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/dynamostore"
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 )
 
 // replaceWithError makes resp the error reply DynamoDB sends for code: a
@@ -73,9 +74,9 @@ func TestErrorsPermanentOrTransient(t *testing.T) {
 			_, claimErr := st.Claim(ctx, c)
 			for op, err := range map[string]error{
 				"claim":    claimErr,
-				"complete": st.Complete(ctx, completionAt(c.Ref, now, idempotency.StoredResponse{StatusCode: 200}, time.Hour)),
+				"complete": st.Complete(ctx, completionAt(c.Ref, now, idemstore.Response{StatusCode: 200}, time.Hour)),
 				"release":  st.Release(ctx, c.Ref),
-				"renew":    st.Renew(ctx, idempotency.Renewal{Ref: c.Ref, Now: now, LeaseUntil: now.Add(time.Minute)}),
+				"renew":    st.Renew(ctx, idemstore.Renewal{Ref: c.Ref, Now: now, LeaseUntil: now.Add(time.Minute)}),
 				"check":    st.Check(ctx),
 			} {
 				se := requireStoreError(t, err, op)
@@ -87,7 +88,7 @@ func TestErrorsPermanentOrTransient(t *testing.T) {
 }
 
 // TestMissingTable: every call on a table that does not exist is a
-// permanent StoreError whose message names the table and what makes it.
+// permanent idemstore.Error whose message names the table and what makes it.
 func TestMissingTable(t *testing.T) {
 	t.Parallel()
 	name := dynamotest.TableName(t)
@@ -99,7 +100,7 @@ func TestMissingTable(t *testing.T) {
 	require.Contains(t, se.Error(), name)
 	require.Contains(t, se.Error(), "IdempotencyStore=dynamodb")
 	err = st.Check(context.Background())
-	require.True(t, idempotency.IsPermanent(err), "%v", err)
+	require.True(t, idemstore.IsPermanent(err), "%v", err)
 	require.Contains(t, err.Error(), name)
 }
 
@@ -115,7 +116,7 @@ func TestCheck(t *testing.T) {
 	other, err := dynamostore.New(client, &dynamostore.Options{Table: st.Table(), Names: ownNames})
 	require.NoError(t, err)
 	err = other.Check(ctx)
-	require.True(t, idempotency.IsPermanent(err), "%v", err)
+	require.True(t, idemstore.IsPermanent(err), "%v", err)
 	require.ErrorContains(t, err, `partition key "id", Options.Names say "pk"`)
 
 	sorted, err := dynamostore.New(client, &dynamostore.Options{Table: st.Table(), Names: dynamostore.AttributeNames{SortKey: "key"}})
@@ -153,25 +154,25 @@ func TestTooLarge(t *testing.T) {
 		_, err := st.Claim(ctx, c)
 		require.NoError(t, err)
 		w.take()
-		big := idempotency.StoredResponse{StatusCode: 200, Body: strings.Repeat("x", tc.body)}
+		big := idemstore.Response{StatusCode: 200, Body: strings.Repeat("x", tc.body)}
 		err = st.Complete(ctx, completionAt(c.Ref, now, big, time.Hour))
-		require.ErrorIs(t, err, idempotency.ErrTooLarge, name)
-		require.True(t, idempotency.IsPermanent(err), name)
+		require.ErrorIs(t, err, idemstore.ErrTooLarge, name)
+		require.True(t, idemstore.IsPermanent(err), name)
 		require.Equal(t, tc.requests, w.take(), name)
 
 		other := c
 		other.Owner = uuid.NewString()
 		res, err := st.Claim(ctx, other)
 		require.NoError(t, err)
-		require.Equal(t, idempotency.StatusInProgress, res.Record.Status, "%s: nothing was written", name)
-		require.NoError(t, st.Complete(ctx, completionAt(c.Ref, now, idempotency.StoredResponse{StatusCode: 200, NotKept: true}, time.Hour)), name)
+		require.Equal(t, idemstore.StatusInProgress, res.Record.Status, "%s: nothing was written", name)
+		require.NoError(t, st.Complete(ctx, completionAt(c.Ref, now, idemstore.Response{StatusCode: 200, NotKept: true}, time.Hour)), name)
 	}
 
 	// Just under the limit as DynamoDB counts it is kept.
 	c := claimAt(newRef(), now, time.Minute, time.Hour)
 	_, err := st.Claim(ctx, c)
 	require.NoError(t, err)
-	fits := idempotency.StoredResponse{StatusCode: 200, Body: strings.Repeat("y", 400_000)}
+	fits := idemstore.Response{StatusCode: 200, Body: strings.Repeat("y", 400_000)}
 	require.NoError(t, st.Complete(ctx, completionAt(c.Ref, now, fits, time.Hour)))
 	other := c
 	other.Owner = uuid.NewString()

@@ -8,8 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
-	"github.com/ichido/ichido/pkg/idempotency"
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 )
 
 // The names of the response map's members. They are part of the item
@@ -56,7 +55,7 @@ func epochSeconds(t time.Time) int64 {
 }
 
 // encodeResponse returns the response map of resp.
-func encodeResponse(resp idempotency.StoredResponse) *types.AttributeValueMemberM {
+func encodeResponse(resp idemstore.Response) *types.AttributeValueMemberM {
 	m := map[string]types.AttributeValue{
 		respStatus: num(int64(resp.StatusCode)),
 		respBody:   bytesOrString(resp.Body),
@@ -78,12 +77,12 @@ func encodeResponse(resp idempotency.StoredResponse) *types.AttributeValueMember
 }
 
 // decodeResponse reads a response map.
-func decodeResponse(av types.AttributeValue) (*idempotency.StoredResponse, error) {
+func decodeResponse(av types.AttributeValue) (*idemstore.Response, error) {
 	m, ok := av.(*types.AttributeValueMemberM)
 	if !ok {
 		return nil, fmt.Errorf("%w: the response is a %T, not a map", errNotRecord, av)
 	}
-	resp := &idempotency.StoredResponse{}
+	resp := &idemstore.Response{}
 	code, err := numberOf(m.Value, respStatus)
 	if err != nil {
 		return nil, err

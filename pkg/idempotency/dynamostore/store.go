@@ -14,8 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
-
-	"github.com/ichido/ichido/pkg/idempotency"
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 )
 
 // API is the part of the DynamoDB client that a Store calls.
@@ -96,13 +95,13 @@ type Options struct {
 	Names AttributeNames
 	// MaxRecordBytes is the largest completed record Complete writes, as
 	// DynamoDB counts an item's size; a larger response is refused with
-	// idempotency.ErrTooLarge and kept as the not-kept marker. A lower
+	// idemstore.ErrTooLarge and kept as the not-kept marker. A lower
 	// limit bounds what a replay costs (see the package comment). Defaults
 	// to MaxItemBytes, DynamoDB's limit, which is also the most it can be.
 	MaxRecordBytes int
 }
 
-// Store is an idempotency.Store on one DynamoDB table. It is safe for
+// Store is an idemstore.Store on one DynamoDB table. It is safe for
 // concurrent use.
 type Store struct {
 	client    API
@@ -128,7 +127,7 @@ type Store struct {
 	renewFarNames     map[string]string
 }
 
-var _ idempotency.Store = (*Store)(nil)
+var _ idemstore.Store = (*Store)(nil)
 
 // New returns a Store on the table that opts name, through client (a
 // *dynamodb.Client; its retry settings are left as they are). It fails only
@@ -242,12 +241,12 @@ const takeoverRounds = 4
 // errKeptChanging ends a claim whose record changed on every round.
 var errKeptChanging = errors.New("the record changed under every takeover attempt")
 
-// Claim implements idempotency.Store. A claim of a free key, a replay and a
+// Claim implements idemstore.Store. A claim of a free key, a replay and a
 // duplicate are one request, a conditional PutItem; a takeover is a
 // second one. See the package comment.
-func (s *Store) Claim(ctx context.Context, c idempotency.Claim) (idempotency.ClaimResult, error) {
+func (s *Store) Claim(ctx context.Context, c idemstore.Claim) (idemstore.ClaimResult, error) {
 	if err := ctx.Err(); err != nil {
-		return idempotency.ClaimResult{}, s.storeError(ctx, "claim", err)
+		return idemstore.ClaimResult{}, s.storeError(ctx, "claim", err)
 	}
 	item := s.inProgressItem(c)
 	in := &dynamodb.PutItemInput{
@@ -263,14 +262,14 @@ func (s *Store) Claim(ctx context.Context, c idempotency.Claim) (idempotency.Cla
 			continue
 		}
 		if err != nil {
-			return idempotency.ClaimResult{}, s.storeError(ctx, "claim", err)
+			return idemstore.ClaimResult{}, s.storeError(ctx, "claim", err)
 		}
 		if cur == nil {
 			return c.Inserted(), nil
 		}
 		rec, err := s.decodeItem(c.UserID, c.Key, cur)
 		if err != nil {
-			return idempotency.ClaimResult{}, s.storeError(ctx, "claim", err)
+			return idemstore.ClaimResult{}, s.storeError(ctx, "claim", err)
 		}
 		// The earlier of the caller's clock and DynamoDB's: a record is
 		// taken over only when it is absent by both.
@@ -283,7 +282,7 @@ func (s *Store) Claim(ctx context.Context, c idempotency.Claim) (idempotency.Cla
 		}
 		in = s.takeoverInput(item, rec)
 	}
-	return idempotency.ClaimResult{}, s.storeError(ctx, "claim", errKeptChanging)
+	return idemstore.ClaimResult{}, s.storeError(ctx, "claim", errKeptChanging)
 }
 
 // put runs a conditional PutItem. It returns nil when the item was written,
@@ -342,13 +341,13 @@ func serverClock(err error, received time.Time) time.Time {
 
 // takeoverInput is the PutItem that replaces seen with item, conditioned
 // on the record still being seen (or gone).
-func (s *Store) takeoverInput(item map[string]types.AttributeValue, seen idempotency.Record) *dynamodb.PutItemInput {
+func (s *Store) takeoverInput(item map[string]types.AttributeValue, seen idemstore.Record) *dynamodb.PutItemInput {
 	values := map[string]types.AttributeValue{
 		":seen_st":  str(string(seen.Status)),
 		":seen_exp": num(micros(seen.ExpiresAt)),
 	}
 	cond := s.takeoverDoneCond
-	if seen.Status == idempotency.StatusInProgress {
+	if seen.Status == idemstore.StatusInProgress {
 		cond = s.takeoverLeaseCond
 		values[":seen_lease"] = num(micros(seen.LeaseUntil))
 	}
@@ -363,10 +362,10 @@ func (s *Store) takeoverInput(item map[string]types.AttributeValue, seen idempot
 }
 
 // inProgressItem is the item of c's claim.
-func (s *Store) inProgressItem(c idempotency.Claim) map[string]types.AttributeValue {
+func (s *Store) inProgressItem(c idemstore.Claim) map[string]types.AttributeValue {
 	item := s.Key(c.UserID, c.Key)
 	n := s.names
-	item[n.Status] = str(string(idempotency.StatusInProgress))
+	item[n.Status] = str(string(idemstore.StatusInProgress))
 	item[n.Owner] = str(c.Owner)
 	item[n.RequestHash] = str(c.RequestHash)
 	item[n.CreatedAt] = num(micros(c.Now))
@@ -407,9 +406,9 @@ func keyOf(item map[string]types.AttributeValue, n AttributeNames) map[string]ty
 
 // decodeItem reads a record. userID and key are the caller's: the item's
 // key attributes are not read back.
-func (s *Store) decodeItem(userID, key string, item map[string]types.AttributeValue) (idempotency.Record, error) {
+func (s *Store) decodeItem(userID, key string, item map[string]types.AttributeValue) (idemstore.Record, error) {
 	n := s.names
-	rec := idempotency.Record{UserID: userID, Key: key}
+	rec := idemstore.Record{UserID: userID, Key: key}
 	status, err := stringOf(item, n.Status)
 	if err != nil {
 		return rec, err
@@ -426,14 +425,14 @@ func (s *Store) decodeItem(userID, key string, item map[string]types.AttributeVa
 	if rec.ExpiresAt, err = timeOf(item, n.ExpiresAt); err != nil {
 		return rec, err
 	}
-	switch idempotency.Status(status) {
-	case idempotency.StatusInProgress:
-		rec.Status = idempotency.StatusInProgress
+	switch idemstore.Status(status) {
+	case idemstore.StatusInProgress:
+		rec.Status = idemstore.StatusInProgress
 		if rec.LeaseUntil, err = timeOf(item, n.LeaseUntil); err != nil {
 			return rec, err
 		}
-	case idempotency.StatusCompleted:
-		rec.Status = idempotency.StatusCompleted
+	case idemstore.StatusCompleted:
+		rec.Status = idemstore.StatusCompleted
 		resp, ok := item[n.Response]
 		if !ok {
 			return rec, fmt.Errorf("%w: a completed record without %s", errNotRecord, n.Response)
@@ -447,19 +446,19 @@ func (s *Store) decodeItem(userID, key string, item map[string]types.AttributeVa
 	return rec, nil
 }
 
-// Complete implements idempotency.Store: one conditional UpdateItem, fenced
+// Complete implements idemstore.Store: one conditional UpdateItem, fenced
 // by the owner token and the in-progress status (not by the lease: an owner
 // whose lease ran out may still complete while nobody has taken the record
 // over, as with the other stores). A response whose record would exceed
 // MaxItemBytes is refused before anything is sent.
-func (s *Store) Complete(ctx context.Context, c idempotency.Completion) error {
+func (s *Store) Complete(ctx context.Context, c idemstore.Completion) error {
 	if err := ctx.Err(); err != nil {
 		return s.storeError(ctx, "complete", err)
 	}
 	resp := encodeResponse(c.Response)
 	values := map[string]types.AttributeValue{
-		":completed":   str(string(idempotency.StatusCompleted)),
-		":in_progress": str(string(idempotency.StatusInProgress)),
+		":completed":   str(string(idemstore.StatusCompleted)),
+		":in_progress": str(string(idemstore.StatusInProgress)),
 		":owner":       str(c.Owner),
 		":resp":        resp,
 		":exp":         num(micros(c.ExpiresAt)),
@@ -481,7 +480,7 @@ func (s *Store) Complete(ctx context.Context, c idempotency.Completion) error {
 	case err == nil:
 		return nil
 	case errors.As(err, &failed):
-		return idempotency.ErrLeaseLost
+		return idemstore.ErrLeaseLost
 	case isItemTooLarge(err):
 		return s.storeError(ctx, "complete", fmt.Errorf("%w (DynamoDB refused the item: %v)", errTooLarge, err))
 	default:
@@ -495,10 +494,10 @@ const requestHashAllowance = 128
 
 // completedSize is the size of the completed record of ref with resp, as
 // DynamoDB counts it (see itemSize), never less.
-func (s *Store) completedSize(ref idempotency.Ref, resp types.AttributeValue) int {
+func (s *Store) completedSize(ref idemstore.Ref, resp types.AttributeValue) int {
 	n := s.names
 	item := s.Key(ref.UserID, ref.Key)
-	item[n.Status] = str(string(idempotency.StatusCompleted))
+	item[n.Status] = str(string(idemstore.StatusCompleted))
 	item[n.Owner] = str(ref.Owner)
 	item[n.RequestHash] = str(strings.Repeat("0", requestHashAllowance))
 	item[n.CreatedAt] = num(1 << 62)
@@ -516,9 +515,9 @@ func isItemTooLarge(err error) bool {
 		strings.Contains(strings.ToLower(api.ErrorMessage()), "item size")
 }
 
-// Release implements idempotency.Store: one conditional DeleteItem, fenced
+// Release implements idemstore.Store: one conditional DeleteItem, fenced
 // by the owner token and the in-progress status.
-func (s *Store) Release(ctx context.Context, r idempotency.Ref) error {
+func (s *Store) Release(ctx context.Context, r idemstore.Ref) error {
 	if err := ctx.Err(); err != nil {
 		return s.storeError(ctx, "release", err)
 	}
@@ -529,7 +528,7 @@ func (s *Store) Release(ctx context.Context, r idempotency.Ref) error {
 		ExpressionAttributeNames: s.fenceNames,
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":owner":       str(r.Owner),
-			":in_progress": str(string(idempotency.StatusInProgress)),
+			":in_progress": str(string(idemstore.StatusInProgress)),
 		},
 	})
 	var failed *types.ConditionalCheckFailedException
@@ -537,25 +536,25 @@ func (s *Store) Release(ctx context.Context, r idempotency.Ref) error {
 	case err == nil:
 		return nil
 	case errors.As(err, &failed):
-		return idempotency.ErrLeaseLost
+		return idemstore.ErrLeaseLost
 	default:
 		return s.storeError(ctx, "release", err)
 	}
 }
 
-// Renew implements idempotency.Store: one conditional UpdateItem that
+// Renew implements idemstore.Store: one conditional UpdateItem that
 // moves the lease, fenced by the owner token and the in-progress status.
 // A lease past the record's ExpiresAt moves ExpiresAt and the TTL too,
 // which costs a second UpdateItem: the first one's failed condition (the
 // expiry) answers with the record, and the second is conditioned on that
 // case.
-func (s *Store) Renew(ctx context.Context, r idempotency.Renewal) error {
+func (s *Store) Renew(ctx context.Context, r idemstore.Renewal) error {
 	if err := ctx.Err(); err != nil {
 		return s.storeError(ctx, "renew", err)
 	}
 	values := map[string]types.AttributeValue{
 		":owner":       str(r.Owner),
-		":in_progress": str(string(idempotency.StatusInProgress)),
+		":in_progress": str(string(idemstore.StatusInProgress)),
 		":lease":       num(micros(r.LeaseUntil)),
 	}
 	in := &dynamodb.UpdateItemInput{
@@ -581,7 +580,7 @@ func (s *Store) Renew(ctx context.Context, r idempotency.Renewal) error {
 			return s.storeError(ctx, "renew", err)
 		}
 		if rec == nil {
-			return idempotency.ErrLeaseLost
+			return idemstore.ErrLeaseLost
 		}
 		// Still the caller's: the failed part was the expiry, which the
 		// other case covers.
@@ -598,7 +597,7 @@ func (s *Store) Renew(ctx context.Context, r idempotency.Renewal) error {
 
 // decodeOwn reads the item that failed a fenced write: nil when there is
 // none or it is not ref's in-progress record.
-func (s *Store) decodeOwn(ref idempotency.Ref, item map[string]types.AttributeValue) (*idempotency.Record, error) {
+func (s *Store) decodeOwn(ref idemstore.Ref, item map[string]types.AttributeValue) (*idemstore.Record, error) {
 	if item == nil {
 		return nil, nil
 	}
@@ -606,7 +605,7 @@ func (s *Store) decodeOwn(ref idempotency.Ref, item map[string]types.AttributeVa
 	if err != nil {
 		return nil, err
 	}
-	if rec.Status != idempotency.StatusInProgress || rec.Owner != ref.Owner {
+	if rec.Status != idemstore.StatusInProgress || rec.Owner != ref.Owner {
 		return nil, nil
 	}
 	return &rec, nil
@@ -627,7 +626,7 @@ var permanentCodes = map[string]string{
 }
 
 // storeError is the one place where a client error becomes a
-// *idempotency.StoreError: a cancelled or expired context stays visible to
+// *idemstore.Error: a cancelled or expired context stays visible to
 // errors.Is, a failure no retry cures is marked permanent, and the failures
 // an operator can act on get a message that says what to do.
 func (s *Store) storeError(ctx context.Context, op string, err error) error {

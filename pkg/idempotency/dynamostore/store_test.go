@@ -19,8 +19,8 @@ import (
 
 	"github.com/ichido/ichido/internal/dynamotest"
 	"github.com/ichido/ichido/internal/pgtest"
-	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/dynamostore"
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/storetest"
 )
 
@@ -85,8 +85,8 @@ func newStore(t *testing.T, opts *dynamostore.Options) (*dynamostore.Store, *dyn
 }
 
 // storeOn is a factory of stores on one table.
-func storeOn(client *dynamodb.Client, table string) func(t *testing.T) idempotency.Store {
-	return func(t *testing.T) idempotency.Store {
+func storeOn(client *dynamodb.Client, table string) func(t *testing.T) idemstore.Store {
+	return func(t *testing.T) idemstore.Store {
 		st, err := dynamostore.New(client, &dynamostore.Options{Table: table})
 		require.NoError(t, err)
 		return st
@@ -95,7 +95,7 @@ func storeOn(client *dynamodb.Client, table string) func(t *testing.T) idempoten
 
 // newBrokenStore returns a store whose client points at a port nothing
 // listens on, and does not retry.
-func newBrokenStore(t *testing.T) idempotency.Store {
+func newBrokenStore(t *testing.T) idemstore.Store {
 	port, err := pgtest.FreePort()
 	require.NoError(t, err)
 	c := dynamotest.NewClientAt(fmt.Sprintf("http://127.0.0.1:%d", port), dynamotest.ClientOptions{MaxAttempts: 1})
@@ -108,40 +108,38 @@ func TestConformance(t *testing.T) {
 	t.Parallel()
 	client := dynamotest.NewClient(t)
 	table := newTable(t, client, nil)
-	storetest.RunWithOptions(t, storeOn(client, table), storetest.Options{
-		NewBrokenStore:        newBrokenStore,
+	storetest.Run(t, storetest.Config{Parts: storetest.Contract, New: storeOn(client, table), NewBrokenStore: newBrokenStore,
 		NewMisconfiguredStore: newStoreWithoutTable,
-		TooLargeBody:          dynamostore.MaxItemBytes,
-	})
+		TooLargeBody:          dynamostore.MaxItemBytes})
 }
 
 // newStoreWithoutTable returns a store on a table that does not exist:
 // DynamoDB answers every call with ResourceNotFoundException.
-func newStoreWithoutTable(t *testing.T) idempotency.Store {
+func newStoreWithoutTable(t *testing.T) idemstore.Store {
 	st, err := dynamostore.New(dynamotest.NewClient(t), &dynamostore.Options{Table: dynamotest.TableName(t)})
 	require.NoError(t, err)
 	return st
 }
 
-func newRef() idempotency.Ref {
-	return idempotency.Ref{UserID: uuid.NewString(), Key: uuid.NewString(), Owner: uuid.NewString()}
+func newRef() idemstore.Ref {
+	return idemstore.Ref{UserID: uuid.NewString(), Key: uuid.NewString(), Owner: uuid.NewString()}
 }
 
-func claimAt(r idempotency.Ref, now time.Time, lease, ttl time.Duration) idempotency.Claim {
-	return idempotency.Claim{Ref: r, RequestHash: "h", Now: now, LeaseUntil: now.Add(lease), ExpiresAt: now.Add(ttl)}
+func claimAt(r idemstore.Ref, now time.Time, lease, ttl time.Duration) idemstore.Claim {
+	return idemstore.Claim{Ref: r, RequestHash: "h", Now: now, LeaseUntil: now.Add(lease), ExpiresAt: now.Add(ttl)}
 }
 
-func completionAt(r idempotency.Ref, now time.Time, resp idempotency.StoredResponse, ttl time.Duration) idempotency.Completion {
-	return idempotency.Completion{Ref: r, Response: resp, Now: now, ExpiresAt: now.Add(ttl)}
+func completionAt(r idemstore.Ref, now time.Time, resp idemstore.Response, ttl time.Duration) idemstore.Completion {
+	return idemstore.Completion{Ref: r, Response: resp, Now: now, ExpiresAt: now.Add(ttl)}
 }
 
-// requireStoreError checks that err is a *StoreError of op.
-func requireStoreError(t *testing.T, err error, op string) *idempotency.StoreError {
+// requireStoreError checks that err is a *idemstore.Error of op.
+func requireStoreError(t *testing.T, err error, op string) *idemstore.Error {
 	t.Helper()
-	var se *idempotency.StoreError
+	var se *idemstore.Error
 	require.ErrorAs(t, err, &se)
 	require.Equal(t, op, se.Op)
-	require.NotErrorIs(t, err, idempotency.ErrLeaseLost)
+	require.NotErrorIs(t, err, idemstore.ErrLeaseLost)
 	return se
 }
 
@@ -152,11 +150,11 @@ func TestConformanceOwnLayout(t *testing.T) {
 	client := dynamotest.NewClient(t)
 	opts := &dynamostore.Options{KeyPrefix: "orders:", Names: ownNames}
 	opts.Table = newTable(t, client, opts)
-	storetest.Run(t, func(t *testing.T) idempotency.Store {
+	storetest.Run(t, storetest.Config{Parts: storetest.Contract, New: func(t *testing.T) idemstore.Store {
 		st, err := dynamostore.New(client, opts)
 		require.NoError(t, err)
 		return st
-	})
+	}})
 }
 
 var ownNames = dynamostore.AttributeNames{
@@ -164,7 +162,7 @@ var ownNames = dynamostore.AttributeNames{
 	CreatedAt: "c", LeaseUntil: "l", ExpiresAt: "e", TTL: "ttl", Response: "r",
 }
 
-func getItem(t *testing.T, client *dynamodb.Client, st *dynamostore.Store, ref idempotency.Ref) map[string]types.AttributeValue {
+func getItem(t *testing.T, client *dynamodb.Client, st *dynamostore.Store, ref idemstore.Ref) map[string]types.AttributeValue {
 	t.Helper()
 	out, err := client.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String(st.Table()), Key: st.Key(ref.UserID, ref.Key), ConsistentRead: aws.Bool(true)})
 	require.NoError(t, err)
@@ -187,16 +185,16 @@ func TestItemLayout(t *testing.T) {
 	now := time.Now().Add(time.Minute).Truncate(time.Microsecond).Add(500 * time.Nanosecond)
 	for name, tc := range map[string]struct {
 		opts *dynamostore.Options
-		key  func(ref idempotency.Ref) map[string]types.AttributeValue
+		key  func(ref idemstore.Ref) map[string]types.AttributeValue
 		n    dynamostore.AttributeNames
 	}{
-		"defaults": {nil, func(ref idempotency.Ref) map[string]types.AttributeValue {
+		"defaults": {nil, func(ref idemstore.Ref) map[string]types.AttributeValue {
 			return map[string]types.AttributeValue{"id": strAttr(ref.UserID + "#" + ref.Key)}
 		}, dynamostore.DefaultAttributeNames},
-		"prefix": {&dynamostore.Options{KeyPrefix: "svc:"}, func(ref idempotency.Ref) map[string]types.AttributeValue {
+		"prefix": {&dynamostore.Options{KeyPrefix: "svc:"}, func(ref idemstore.Ref) map[string]types.AttributeValue {
 			return map[string]types.AttributeValue{"id": strAttr("svc:" + ref.UserID + "#" + ref.Key)}
 		}, dynamostore.DefaultAttributeNames},
-		"own names and sort key": {&dynamostore.Options{KeyPrefix: "svc:", Names: ownNames}, func(ref idempotency.Ref) map[string]types.AttributeValue {
+		"own names and sort key": {&dynamostore.Options{KeyPrefix: "svc:", Names: ownNames}, func(ref idemstore.Ref) map[string]types.AttributeValue {
 			return map[string]types.AttributeValue{"pk": strAttr("svc:" + ref.UserID), "sk": strAttr(ref.Key)}
 		}, ownNames},
 	} {
@@ -222,7 +220,7 @@ func TestItemLayout(t *testing.T) {
 			require.Equal(t, want, getItem(t, client, st, ref), "the in-progress item")
 
 			done := now.Add(2 * time.Second)
-			resp := idempotency.StoredResponse{StatusCode: 201, Headers: map[string]string{"Content-Type": "application/json", "X-Raw": "\xff"}, Body: `{"a":1}`}
+			resp := idemstore.Response{StatusCode: 201, Headers: map[string]string{"Content-Type": "application/json", "X-Raw": "\xff"}, Body: `{"a":1}`}
 			require.NoError(t, st.Complete(ctx, completionAt(ref, done, resp, 2*time.Hour)))
 			delete(want, n.LeaseUntil)
 			want[n.Status] = strAttr("completed")
@@ -266,10 +264,10 @@ func TestExpiredItemIsAbsent(t *testing.T) {
 	c := claimAt(newRef(), past, time.Minute, time.Hour)
 	_, err := st.Claim(ctx, c)
 	require.NoError(t, err)
-	require.NoError(t, st.Complete(ctx, completionAt(c.Ref, past, idempotency.StoredResponse{StatusCode: 201, Body: "old"}, time.Hour)))
+	require.NoError(t, st.Complete(ctx, completionAt(c.Ref, past, idemstore.Response{StatusCode: 201, Body: "old"}, time.Hour)))
 	require.NotNil(t, getItem(t, client, st, c.Ref), "the expired item is still in the table")
 
-	again := claimAt(idempotency.Ref{UserID: c.UserID, Key: c.Key, Owner: uuid.NewString()}, time.Now(), time.Minute, time.Hour)
+	again := claimAt(idemstore.Ref{UserID: c.UserID, Key: c.Key, Owner: uuid.NewString()}, time.Now(), time.Minute, time.Hour)
 	again.RequestHash = "other"
 	res, err := st.Claim(ctx, again)
 	require.NoError(t, err)
@@ -308,12 +306,12 @@ func TestRequestsPerCall(t *testing.T) {
 	require.False(t, res.Claimed)
 	require.Equal(t, []string{"PutItem"}, w.take(), "a caller ahead, refused by DynamoDB's clock in the same reply")
 
-	require.NoError(t, st.Complete(ctx, completionAt(ref, now, idempotency.StoredResponse{StatusCode: 201, Body: "{}"}, time.Hour)))
+	require.NoError(t, st.Complete(ctx, completionAt(ref, now, idemstore.Response{StatusCode: 201, Body: "{}"}, time.Hour)))
 	require.Equal(t, []string{"UpdateItem"}, w.take(), "the completion")
 
 	res, err = st.Claim(ctx, dup)
 	require.NoError(t, err)
-	require.Equal(t, idempotency.StatusCompleted, res.Record.Status)
+	require.Equal(t, idemstore.StatusCompleted, res.Record.Status)
 	require.Equal(t, "{}", res.Record.Response.Body)
 	require.Equal(t, []string{"PutItem"}, w.take(), "a replay: one request, no read")
 
@@ -321,7 +319,7 @@ func TestRequestsPerCall(t *testing.T) {
 	_, err = st.Claim(ctx, stale)
 	require.NoError(t, err)
 	w.take()
-	takeover := claimAt(idempotency.Ref{UserID: stale.UserID, Key: stale.Key, Owner: uuid.NewString()}, now, time.Minute, time.Hour)
+	takeover := claimAt(idemstore.Ref{UserID: stale.UserID, Key: stale.Key, Owner: uuid.NewString()}, now, time.Minute, time.Hour)
 	res, err = st.Claim(ctx, takeover)
 	require.NoError(t, err)
 	require.True(t, res.Claimed)
@@ -344,7 +342,7 @@ func TestServerClockFromDate(t *testing.T) {
 	first := claimAt(newRef(), now.Add(-time.Hour), 30*time.Minute, 24*time.Hour)
 	_, err := st.Claim(ctx, first)
 	require.NoError(t, err)
-	next := claimAt(idempotency.Ref{UserID: first.UserID, Key: first.Key, Owner: uuid.NewString()}, now, time.Minute, 24*time.Hour)
+	next := claimAt(idemstore.Ref{UserID: first.UserID, Key: first.Key, Owner: uuid.NewString()}, now, time.Minute, 24*time.Hour)
 
 	w.setRewrite(func(_ string, resp *http.Response) {
 		resp.Header.Set("Date", time.Now().Add(-time.Hour).UTC().Format(http.TimeFormat))
@@ -371,7 +369,7 @@ func TestWithoutOldItem(t *testing.T) {
 	c := claimAt(newRef(), now, time.Minute, time.Hour)
 	_, err := st.Claim(ctx, c)
 	require.NoError(t, err)
-	require.NoError(t, st.Complete(ctx, completionAt(c.Ref, now, idempotency.StoredResponse{StatusCode: 201, Body: "done"}, time.Hour)))
+	require.NoError(t, st.Complete(ctx, completionAt(c.Ref, now, idemstore.Response{StatusCode: 201, Body: "done"}, time.Hour)))
 	w.take()
 
 	w.setRewrite(func(op string, resp *http.Response) {
@@ -398,7 +396,7 @@ func TestReplayByteForByte(t *testing.T) {
 	st, _ := newStore(t, nil)
 	ctx := context.Background()
 	now := time.Now()
-	for name, resp := range map[string]idempotency.StoredResponse{
+	for name, resp := range map[string]idemstore.Response{
 		"json":                 {StatusCode: 201, Headers: map[string]string{"Content-Type": "application/json"}, Body: `{ "b":1, "a" : [1.0, 2e3] }`},
 		"empty":                {StatusCode: 204},
 		"empty header value":   {StatusCode: 200, Headers: map[string]string{"X-Empty": ""}},
@@ -425,14 +423,14 @@ func TestReplayByteForByte(t *testing.T) {
 	}
 }
 
-// TestEveryResponseFieldRoundTrips fills every field of StoredResponse
+// TestEveryResponseFieldRoundTrips fills every field of idemstore.Response
 // (found by reflection, so that a field added later is covered without
 // editing this test) and checks that a replay returns each.
 func TestEveryResponseFieldRoundTrips(t *testing.T) {
 	t.Parallel()
 	st, _ := newStore(t, nil)
 	ctx := context.Background()
-	var resp idempotency.StoredResponse
+	var resp idemstore.Response
 	v := reflect.ValueOf(&resp).Elem()
 	for i := range v.NumField() {
 		f := v.Field(i)
@@ -462,7 +460,7 @@ func TestEveryResponseFieldRoundTrips(t *testing.T) {
 	require.Equal(t, resp, *res.Record.Response)
 }
 
-// TestStoppedServer: every call on a server that has gone is a StoreError.
+// TestStoppedServer: every call on a server that has gone is a idemstore.Error.
 func TestStoppedServer(t *testing.T) {
 	t.Parallel()
 	srv := dynamotest.StartT(t)
@@ -481,7 +479,7 @@ func TestStoppedServer(t *testing.T) {
 	srv.Stop()
 	_, err = st.Claim(ctx, c)
 	requireStoreError(t, err, "claim")
-	requireStoreError(t, st.Complete(ctx, completionAt(c.Ref, c.Now, idempotency.StoredResponse{StatusCode: 201}, time.Hour)), "complete")
+	requireStoreError(t, st.Complete(ctx, completionAt(c.Ref, c.Now, idemstore.Response{StatusCode: 201}, time.Hour)), "complete")
 	requireStoreError(t, st.Release(ctx, c.Ref), "release")
 }
 

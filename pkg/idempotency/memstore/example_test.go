@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/ichido/ichido/pkg/idempotency"
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/memstore"
 )
 
@@ -40,7 +41,7 @@ func ExampleNew() {
 		resp, _ := h(context.Background(), req)
 		fmt.Println(resp.StatusCode, resp.Headers[idempotency.ReplayedHeader] == "true")
 	}
-	records, _ := store.List(context.Background(), idempotency.ListQuery{UserID: idempotency.SubjectUUID("auth0|6543210fedcba")})
+	records, _ := store.List(context.Background(), idemstore.ListQuery{UserID: idempotency.SubjectUUID("auth0|6543210fedcba")})
 	fmt.Println("runs:", runs, "records:", len(records), records[0].Status)
 	// Output:
 	// 201 false

@@ -1,4 +1,4 @@
-// Package memstore is an idempotency.Store in memory, for unit tests and
+// Package memstore is an idemstore.Store in memory, for unit tests and
 // local runs: one line gives a wrapped handler, middleware or function a
 // store with no server at all.
 //
@@ -8,7 +8,7 @@
 // the owner's fencing) and passes the conformance suite of package storetest, so a
 // handler's test sees what production would: a retry replays, a duplicate
 // in progress is refused, an error releases the key. It also implements
-// idempotency.Admin, so a test can look at the records a handler left.
+// idemstore.Admin, so a test can look at the records a handler left.
 //
 // Its records live in the process and die with it: it is not a store for
 // production, where two execution environments must share their records
@@ -24,32 +24,32 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ichido/ichido/pkg/idempotency"
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 )
 
-// Store is an idempotency.Store in memory. It is safe for concurrent use.
+// Store is an idemstore.Store in memory. It is safe for concurrent use.
 // The zero value is not usable; call New.
 type Store struct {
 	mu      sync.Mutex
-	records map[id]idempotency.Record
+	records map[id]idemstore.Record
 }
 
 type id struct{ userID, key string }
 
 var (
-	_ idempotency.Store = (*Store)(nil)
-	_ idempotency.Admin = (*Store)(nil)
+	_ idemstore.Store = (*Store)(nil)
+	_ idemstore.Admin = (*Store)(nil)
 )
 
 // New returns an empty Store.
 func New() *Store {
-	return &Store{records: map[id]idempotency.Record{}}
+	return &Store{records: map[id]idemstore.Record{}}
 }
 
-// Claim implements idempotency.Store.
-func (s *Store) Claim(ctx context.Context, c idempotency.Claim) (idempotency.ClaimResult, error) {
+// Claim implements idemstore.Store.
+func (s *Store) Claim(ctx context.Context, c idemstore.Claim) (idemstore.ClaimResult, error) {
 	if err := ctx.Err(); err != nil {
-		return idempotency.ClaimResult{}, &idempotency.StoreError{Op: "claim", Err: err}
+		return idemstore.ClaimResult{}, &idemstore.Error{Op: "claim", Err: err}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -66,52 +66,52 @@ func (s *Store) Claim(ctx context.Context, c idempotency.Claim) (idempotency.Cla
 	return res, nil
 }
 
-// Complete implements idempotency.Store.
-func (s *Store) Complete(ctx context.Context, c idempotency.Completion) error {
+// Complete implements idemstore.Store.
+func (s *Store) Complete(ctx context.Context, c idemstore.Completion) error {
 	if err := ctx.Err(); err != nil {
-		return &idempotency.StoreError{Op: "complete", Err: err}
+		return &idemstore.Error{Op: "complete", Err: err}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := id{c.UserID, c.Key}
 	rec, ok := s.records[k]
-	if !ok || rec.Status != idempotency.StatusInProgress || rec.Owner != c.Owner {
-		return idempotency.ErrLeaseLost
+	if !ok || rec.Status != idemstore.StatusInProgress || rec.Owner != c.Owner {
+		return idemstore.ErrLeaseLost
 	}
 	resp := c.Response
 	resp.Headers = cloneHeaders(resp.Headers)
-	rec.Status, rec.Response, rec.ExpiresAt, rec.LeaseUntil = idempotency.StatusCompleted, &resp, c.ExpiresAt, time.Time{}
+	rec.Status, rec.Response, rec.ExpiresAt, rec.LeaseUntil = idemstore.StatusCompleted, &resp, c.ExpiresAt, time.Time{}
 	s.records[k] = rec
 	return nil
 }
 
-// Release implements idempotency.Store.
-func (s *Store) Release(ctx context.Context, r idempotency.Ref) error {
+// Release implements idemstore.Store.
+func (s *Store) Release(ctx context.Context, r idemstore.Ref) error {
 	if err := ctx.Err(); err != nil {
-		return &idempotency.StoreError{Op: "release", Err: err}
+		return &idemstore.Error{Op: "release", Err: err}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := id{r.UserID, r.Key}
 	rec, ok := s.records[k]
-	if !ok || rec.Status != idempotency.StatusInProgress || rec.Owner != r.Owner {
-		return idempotency.ErrLeaseLost
+	if !ok || rec.Status != idemstore.StatusInProgress || rec.Owner != r.Owner {
+		return idemstore.ErrLeaseLost
 	}
 	delete(s.records, k)
 	return nil
 }
 
-// Renew implements idempotency.Store.
-func (s *Store) Renew(ctx context.Context, r idempotency.Renewal) error {
+// Renew implements idemstore.Store.
+func (s *Store) Renew(ctx context.Context, r idemstore.Renewal) error {
 	if err := ctx.Err(); err != nil {
-		return &idempotency.StoreError{Op: "renew", Err: err}
+		return &idemstore.Error{Op: "renew", Err: err}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := id{r.UserID, r.Key}
 	rec, ok := s.records[k]
-	if !ok || rec.Status != idempotency.StatusInProgress || rec.Owner != r.Owner {
-		return idempotency.ErrLeaseLost
+	if !ok || rec.Status != idemstore.StatusInProgress || rec.Owner != r.Owner {
+		return idemstore.ErrLeaseLost
 	}
 	rec.LeaseUntil = r.LeaseUntil
 	if r.LeaseUntil.After(rec.ExpiresAt) {
@@ -121,36 +121,36 @@ func (s *Store) Renew(ctx context.Context, r idempotency.Renewal) error {
 	return nil
 }
 
-// Get implements idempotency.Admin.
-func (s *Store) Get(ctx context.Context, userID, key string) (idempotency.Record, bool, error) {
+// Get implements idemstore.Admin.
+func (s *Store) Get(ctx context.Context, userID, key string) (idemstore.Record, bool, error) {
 	if err := ctx.Err(); err != nil {
-		return idempotency.Record{}, false, &idempotency.StoreError{Op: "get", Err: err}
+		return idemstore.Record{}, false, &idemstore.Error{Op: "get", Err: err}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	rec, ok := s.records[id{userID, key}]
 	if !ok || !rec.ExpiresAt.After(time.Now()) {
-		return idempotency.Record{}, false, nil
+		return idemstore.Record{}, false, nil
 	}
 	return copyRecord(rec), true, nil
 }
 
-// List implements idempotency.Admin.
-func (s *Store) List(ctx context.Context, q idempotency.ListQuery) ([]idempotency.Record, error) {
+// List implements idemstore.Admin.
+func (s *Store) List(ctx context.Context, q idemstore.ListQuery) ([]idemstore.Record, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, &idempotency.StoreError{Op: "list", Err: err}
+		return nil, &idemstore.Error{Op: "list", Err: err}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
-	var out []idempotency.Record
+	var out []idemstore.Record
 	for k, rec := range s.records {
 		if (q.UserID != "" && k.userID != q.UserID) || (q.Status != "" && rec.Status != q.Status) || !rec.ExpiresAt.After(now) {
 			continue
 		}
 		out = append(out, copyRecord(rec))
 	}
-	slices.SortFunc(out, func(a, b idempotency.Record) int {
+	slices.SortFunc(out, func(a, b idemstore.Record) int {
 		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
 			return c
 		}
@@ -162,10 +162,10 @@ func (s *Store) List(ctx context.Context, q idempotency.ListQuery) ([]idempotenc
 	return out, nil
 }
 
-// Delete implements idempotency.Admin.
+// Delete implements idemstore.Admin.
 func (s *Store) Delete(ctx context.Context, userID, key string) (bool, error) {
 	if err := ctx.Err(); err != nil {
-		return false, &idempotency.StoreError{Op: "delete", Err: err}
+		return false, &idemstore.Error{Op: "delete", Err: err}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -175,7 +175,7 @@ func (s *Store) Delete(ctx context.Context, userID, key string) (bool, error) {
 	return ok, nil
 }
 
-func copyRecord(rec idempotency.Record) idempotency.Record {
+func copyRecord(rec idemstore.Record) idemstore.Record {
 	if rec.Response != nil {
 		resp := *rec.Response
 		resp.Headers = cloneHeaders(resp.Headers)

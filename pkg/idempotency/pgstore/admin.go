@@ -8,13 +8,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/ichido/ichido/pkg/idempotency"
 )
 
-var _ idempotency.Admin = (*Store)(nil)
+var _ idemstore.Admin = (*Store)(nil)
 
 // admin is what the Admin methods need of the pool.
 type admin interface {
@@ -26,21 +25,21 @@ type admin interface {
 // order.
 const recordColumns = `user_id::text, key, owner, request_hash, status, response_body::text, created_at, lease_expires_at, expires_at`
 
-// Get implements idempotency.Admin: one SELECT by the primary key. Expiry
+// Get implements idemstore.Admin: one SELECT by the primary key. Expiry
 // is judged by the server's clock. The database user needs SELECT on the
 // table (Grants gives it).
-func (s *Store) Get(ctx context.Context, userID, key string) (idempotency.Record, bool, error) {
+func (s *Store) Get(ctx context.Context, userID, key string) (idemstore.Record, bool, error) {
 	recs, err := s.query(ctx, "get", `SELECT `+recordColumns+` FROM `+s.sql.table+
 		` WHERE user_id = $1::uuid AND key = $2::text AND expires_at > now()`, userID, key)
 	if err != nil || len(recs) == 0 {
-		return idempotency.Record{}, false, err
+		return idemstore.Record{}, false, err
 	}
 	return recs[0], true, nil
 }
 
-// List implements idempotency.Admin: one SELECT, by the primary key's
+// List implements idemstore.Admin: one SELECT, by the primary key's
 // prefix when q names a user, else a scan of the table.
-func (s *Store) List(ctx context.Context, q idempotency.ListQuery) ([]idempotency.Record, error) {
+func (s *Store) List(ctx context.Context, q idemstore.ListQuery) ([]idemstore.Record, error) {
 	where := []string{"expires_at > now()"}
 	var args []any
 	if q.UserID != "" {
@@ -57,7 +56,7 @@ func (s *Store) List(ctx context.Context, q idempotency.ListQuery) ([]idempotenc
 		` ORDER BY created_at DESC, user_id, key LIMIT $`+strconv.Itoa(len(args))+`::integer`, args...)
 }
 
-// Delete implements idempotency.Admin: one DELETE by the primary key,
+// Delete implements idemstore.Admin: one DELETE by the primary key,
 // whatever the record's state or owner.
 func (s *Store) Delete(ctx context.Context, userID, key string) (bool, error) {
 	db, ok := s.db.(admin)
@@ -72,7 +71,7 @@ func (s *Store) Delete(ctx context.Context, userID, key string) (bool, error) {
 }
 
 // query runs a SELECT of recordColumns and decodes its rows.
-func (s *Store) query(ctx context.Context, op, sql string, args ...any) ([]idempotency.Record, error) {
+func (s *Store) query(ctx context.Context, op, sql string, args ...any) ([]idemstore.Record, error) {
 	db, ok := s.db.(admin)
 	if !ok {
 		return nil, storeError(ctx, op, errors.New("the store's connection cannot run queries"))
@@ -82,10 +81,10 @@ func (s *Store) query(ctx context.Context, op, sql string, args ...any) ([]idemp
 		return nil, storeError(ctx, op, err)
 	}
 	defer rows.Close()
-	var out []idempotency.Record
+	var out []idemstore.Record
 	for rows.Next() {
 		var (
-			rec      idempotency.Record
+			rec      idemstore.Record
 			status   string
 			envelope *string
 			lease    *time.Time
@@ -93,7 +92,7 @@ func (s *Store) query(ctx context.Context, op, sql string, args ...any) ([]idemp
 		if err := rows.Scan(&rec.UserID, &rec.Key, &rec.Owner, &rec.RequestHash, &status, &envelope, &rec.CreatedAt, &lease, &rec.ExpiresAt); err != nil {
 			return nil, storeError(ctx, op, err)
 		}
-		rec.Status = idempotency.Status(status)
+		rec.Status = idemstore.Status(status)
 		rec.CreatedAt, rec.ExpiresAt = rec.CreatedAt.UTC(), rec.ExpiresAt.UTC()
 		if lease != nil {
 			rec.LeaseUntil = lease.UTC()

@@ -10,7 +10,7 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 
-	"github.com/ichido/ichido/pkg/idempotency"
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 )
 
 // encodingBase64 marks a body or header set kept as base64 because it cannot
@@ -45,7 +45,7 @@ func jsonbSafe(s string) bool {
 // hand (PostgreSQL parses it into JSONB, which orders the members itself):
 // encoding/json's map and struct walk cost more than the rest of a first
 // request's Go side.
-func encodeEnvelope(r idempotency.StoredResponse) (string, error) {
+func encodeEnvelope(r idemstore.Response) (string, error) {
 	body, bodyEncoding := r.Body, ""
 	if !jsonbSafe(body) {
 		body, bodyEncoding = base64.StdEncoding.EncodeToString([]byte(body)), encodingBase64
@@ -132,7 +132,7 @@ func appendJSONString(b []byte, s string) []byte {
 
 // decodeEnvelope reads an envelope written by encodeEnvelope, as
 // PostgreSQL gives it back (the JSONB's text).
-func decodeEnvelope(text string) (*idempotency.StoredResponse, error) {
+func decodeEnvelope(text string) (*idemstore.Response, error) {
 	env, ok := parseEnvelope(text)
 	if !ok {
 		// Not the shape parseEnvelope reads (it reads what PostgreSQL
@@ -142,7 +142,7 @@ func decodeEnvelope(text string) (*idempotency.StoredResponse, error) {
 			return nil, fmt.Errorf("decoding the response envelope: %w", err)
 		}
 	}
-	r := &idempotency.StoredResponse{StatusCode: env.Status, Body: env.Body, IsBase64Encoded: env.IsBase64Encoded, NotKept: env.NotKept}
+	r := &idemstore.Response{StatusCode: env.Status, Body: env.Body, IsBase64Encoded: env.IsBase64Encoded, NotKept: env.NotKept}
 	switch env.BodyEncoding {
 	case "":
 	case encodingBase64:

@@ -9,18 +9,18 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ichido/ichido/internal/pgtest"
-	"github.com/ichido/ichido/pkg/idempotency"
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
 )
 
 // envelopeCases are responses whose envelopes exercise every branch of the
 // hand-written encoder and parser.
-func envelopeCases() []idempotency.StoredResponse {
+func envelopeCases() []idemstore.Response {
 	every := make([]byte, 256)
 	for i := range every {
 		every[i] = byte(i)
 	}
-	return []idempotency.StoredResponse{
+	return []idemstore.Response{
 		{StatusCode: 201, Headers: map[string]string{"Content-Type": "application/json", "Location": "/tasks/3f0c"}, Body: `{"id":"3f0c","title":"Write the report"}`},
 		{StatusCode: 204},
 		{StatusCode: 200, Body: "line one\nline two\r\n\ttabbed \"quoted\" back\\slash / solidus \b \f \x01 \x1f \x7f"},
@@ -133,7 +133,7 @@ func BenchmarkDecodeEnvelope(b *testing.B) {
 }
 
 func BenchmarkEncodeEnvelope(b *testing.B) {
-	r := idempotency.StoredResponse{StatusCode: 201, Headers: map[string]string{"Content-Type": "application/json", "Location": "/tasks/3f0c7d2e-0c1a-4c3b-9a57-2f1e6f2b9d01"},
+	r := idemstore.Response{StatusCode: 201, Headers: map[string]string{"Content-Type": "application/json", "Location": "/tasks/3f0c7d2e-0c1a-4c3b-9a57-2f1e6f2b9d01"},
 		Body: `{"id":"3f0c7d2e-0c1a-4c3b-9a57-2f1e6f2b9d01","title":"Write the deploy guide","status":"todo","due_date":"2026-12-31"}`}
 	b.ReportAllocs()
 	for range b.N {

@@ -8,23 +8,23 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ichido/ichido/internal/pgtest"
-	"github.com/ichido/ichido/pkg/idempotency"
-	"github.com/ichido/ichido/pkg/idempotency/idempotencytest"
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
+	"github.com/ichido/ichido/pkg/idempotency/storetest"
 )
 
 // TestFunctionBehaviour runs the behaviour table of Function and
 // SQSHandler on the PostgreSQL store.
 func TestFunctionBehaviour(t *testing.T) {
 	t.Parallel()
-	idempotencytest.RunFunctionBehaviour(t, func(t *testing.T) idempotency.Store {
+	storetest.Run(t, storetest.Config{Parts: storetest.Function, New: func(t *testing.T) idemstore.Store {
 		return pgstore.New(pgtest.New(t).Pool, nil)
-	})
+	}})
 }
 
 // storeAt is a store on its own pool at url, as one more process would
 // have.
-func storeAt(t *testing.T, url string) idempotency.Store {
+func storeAt(t *testing.T, url string) idemstore.Store {
 	pool, err := pgxpool.New(context.Background(), url)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
@@ -35,10 +35,10 @@ func storeAt(t *testing.T, url string) idempotency.Store {
 // handle the same SQS batch at once: every record runs once.
 func TestSQSBatchAcrossProcesses(t *testing.T) {
 	t.Parallel()
-	idempotencytest.RunBatchAcrossProcesses(t, 8, "TestSQSBatchWorker", pgtest.New(t).URL, storeAt)
+	storetest.Run(t, storetest.Config{Parts: storetest.Processes, Processes: &storetest.ProcessesConfig{N: 8, WorkerTest: "TestSQSBatchWorker", URL: pgtest.New(t).URL, NewAt: storeAt}})
 }
 
 // TestSQSBatchWorker is one process of TestSQSBatchAcrossProcesses.
 func TestSQSBatchWorker(t *testing.T) {
-	idempotencytest.BatchWorker(t, storeAt)
+	storetest.BatchWorker(t, storeAt)
 }

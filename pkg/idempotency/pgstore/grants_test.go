@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ichido/ichido/internal/pgtest"
-	"github.com/ichido/ichido/pkg/idempotency"
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
 	"github.com/ichido/ichido/pkg/idempotency/storetest"
 )
@@ -49,19 +49,19 @@ func TestGrantsForACustomSchema(t *testing.T) {
 	store := pgstore.New(appPool, &pgstore.Options{Schema: schema})
 
 	now := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
-	ref := idempotency.Ref{UserID: uuid.NewString(), Key: uuid.NewString(), Owner: "o"}
-	_, err = store.Claim(ctx, idempotency.Claim{Ref: ref, RequestHash: "h", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)})
-	require.True(t, idempotency.IsPermanent(err), "without the grants: a permanent refusal, got %v", err)
+	ref := idemstore.Ref{UserID: uuid.NewString(), Key: uuid.NewString(), Owner: "o"}
+	_, err = store.Claim(ctx, idemstore.Claim{Ref: ref, RequestHash: "h", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)})
+	require.True(t, idemstore.IsPermanent(err), "without the grants: a permanent refusal, got %v", err)
 
 	for i, stmt := range pgstore.Grants(schema, role) {
 		_, err := db.Pool.Exec(ctx, stmt)
 		require.NoError(t, err, stmt)
 		if i < 2 {
-			_, err = store.Claim(ctx, idempotency.Claim{Ref: ref, RequestHash: "h", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)})
+			_, err = store.Claim(ctx, idemstore.Claim{Ref: ref, RequestHash: "h", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)})
 			require.Error(t, err, "every statement is needed: refused after %d of 3", i+1)
 		}
 	}
-	storetest.Run(t, func(*testing.T) idempotency.Store { return store })
+	storetest.Run(t, storetest.Config{Parts: storetest.Contract, New: func(*testing.T) idemstore.Store { return store }})
 }
 
 // The README shows Grants' statements for schema idempotency and user app,

@@ -7,8 +7,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ichido/ichido/internal/pgtest"
-	"github.com/ichido/ichido/pkg/idempotency/idempotencytest"
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
+	"github.com/ichido/ichido/pkg/idempotency/storetest"
 )
 
 // TestLostClaimReply cuts the connection after PostgreSQL committed a claim
@@ -19,8 +20,8 @@ func TestLostClaimReply(t *testing.T) {
 	db := pgtest.New(t)
 	u, err := url.Parse(db.URL)
 	require.NoError(t, err)
-	cutter := idempotencytest.NewReplyCutter(t, u.Host)
-	u.Host = cutter.Addr()
-	st := pgstore.New(newPool(t, u.String(), nil), nil)
-	idempotencytest.RunLostClaimReply(t, st, cutter)
+	storetest.Run(t, storetest.Config{Parts: storetest.LostReply, Server: u.Host, Through: func(t *testing.T, addr string) idemstore.Store {
+		u.Host = addr
+		return pgstore.New(newPool(t, u.String(), nil), nil)
+	}})
 }

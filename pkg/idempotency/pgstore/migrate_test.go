@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ichido/ichido/internal/pgtest"
-	"github.com/ichido/ichido/pkg/idempotency"
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
 )
 
@@ -50,12 +50,12 @@ func TestMigrateIntoChosenSchema(t *testing.T) {
 
 	st := pgstore.New(db.Pool, &pgstore.Options{Schema: schema})
 	now := time.Now()
-	ref := idempotency.Ref{UserID: uuid.NewString(), Key: uuid.NewString(), Owner: "o"}
-	claim := idempotency.Claim{Ref: ref, RequestHash: "h", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)}
+	ref := idemstore.Ref{UserID: uuid.NewString(), Key: uuid.NewString(), Owner: "o"}
+	claim := idemstore.Claim{Ref: ref, RequestHash: "h", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)}
 	got, err := st.Claim(ctx, claim)
 	require.NoError(t, err)
 	require.True(t, got.Claimed)
-	require.NoError(t, st.Complete(ctx, idempotency.Completion{Ref: ref, Response: idempotency.StoredResponse{StatusCode: 201, Body: "{}"}, Now: now, ExpiresAt: now.Add(time.Hour)}))
+	require.NoError(t, st.Complete(ctx, idemstore.Completion{Ref: ref, Response: idemstore.Response{StatusCode: 201, Body: "{}"}, Now: now, ExpiresAt: now.Add(time.Hour)}))
 	_, err = db.Pool.Exec(ctx, `CALL "`+schema+`".purge_expired_idempotency_keys()`)
 	require.NoError(t, err, "the purge procedure can be called from a scheduler of the user's own")
 
@@ -117,7 +117,7 @@ func TestMigrateTakesOverEarlierLayout(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"0003_hot_path_functions.sql", "0004_lean_claim.sql", "0005_no_check_constraints.sql", "0006_lease_renewal.sql"}, res.Applied)
 	now := time.Now()
-	got, err := pgstore.New(db.Pool, nil).Claim(ctx, idempotency.Claim{Ref: idempotency.Ref{UserID: user, Key: key, Owner: "x"},
+	got, err := pgstore.New(db.Pool, nil).Claim(ctx, idemstore.Claim{Ref: idemstore.Ref{UserID: user, Key: key, Owner: "x"},
 		RequestHash: "h", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)})
 	require.NoError(t, err)
 	require.False(t, got.Claimed)
@@ -137,13 +137,13 @@ func TestStoreReadsClaimsOfEarlierFunction(t *testing.T) {
 	require.NoError(t, err)
 	store := pgstore.New(db.Pool, nil)
 	user, key, now := uuid.NewString(), uuid.NewString(), time.Now()
-	c := idempotency.Claim{Ref: idempotency.Ref{UserID: user, Key: key, Owner: "first"}, RequestHash: "h",
+	c := idemstore.Claim{Ref: idemstore.Ref{UserID: user, Key: key, Owner: "first"}, RequestHash: "h",
 		Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)}
 	got, err := store.Claim(ctx, c)
 	require.NoError(t, err)
 	require.True(t, got.Claimed)
-	resp := idempotency.StoredResponse{StatusCode: 201, Headers: map[string]string{"Content-Type": "application/json"}, Body: `{"id":"1"}`}
-	require.NoError(t, store.Complete(ctx, idempotency.Completion{Ref: c.Ref, Response: resp, Now: now, ExpiresAt: now.Add(time.Hour)}))
+	resp := idemstore.Response{StatusCode: 201, Headers: map[string]string{"Content-Type": "application/json"}, Body: `{"id":"1"}`}
+	require.NoError(t, store.Complete(ctx, idemstore.Completion{Ref: c.Ref, Response: resp, Now: now, ExpiresAt: now.Add(time.Hour)}))
 
 	var answer string
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT idempotency_key_claim($1::uuid, $2::text, 'h', 'again', now(), now() + interval '1 minute', now() + interval '1 hour')`, user, key).Scan(&answer))
@@ -152,7 +152,7 @@ func TestStoreReadsClaimsOfEarlierFunction(t *testing.T) {
 	got, err = store.Claim(ctx, c)
 	require.NoError(t, err)
 	require.False(t, got.Claimed)
-	require.Equal(t, idempotency.StatusCompleted, got.Record.Status)
+	require.Equal(t, idemstore.StatusCompleted, got.Record.Status)
 	require.Equal(t, resp, *got.Record.Response)
 }
 
@@ -202,8 +202,8 @@ func TestNoSequentialScanAfterEmptyAnalyze(t *testing.T) {
 	require.NoError(t, conn.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid))
 	user := uuid.NewString()
 	now := time.Now()
-	claim := func(key, owner string) idempotency.Claim {
-		return idempotency.Claim{Ref: idempotency.Ref{UserID: user, Key: key, Owner: owner}, RequestHash: "h",
+	claim := func(key, owner string) idemstore.Claim {
+		return idemstore.Claim{Ref: idemstore.Ref{UserID: user, Key: key, Owner: owner}, RequestHash: "h",
 			Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)}
 	}
 	// Every statement of the functions runs on the empty table (no page
@@ -223,8 +223,8 @@ func TestNoSequentialScanAfterEmptyAnalyze(t *testing.T) {
 		require.ErrorAs(t, err, &pgErr)
 		require.Equal(t, pgerrcode.NotNullViolation, pgErr.Code)
 		ref := claim(uuid.NewString(), "first").Ref
-		require.ErrorIs(t, onConn.Complete(ctx, idempotency.Completion{Ref: ref, Response: idempotency.StoredResponse{StatusCode: 201, Body: "{}"}, Now: now, ExpiresAt: now.Add(time.Hour)}), idempotency.ErrLeaseLost)
-		require.ErrorIs(t, onConn.Release(ctx, ref), idempotency.ErrLeaseLost)
+		require.ErrorIs(t, onConn.Complete(ctx, idemstore.Completion{Ref: ref, Response: idemstore.Response{StatusCode: 201, Body: "{}"}, Now: now, ExpiresAt: now.Add(time.Hour)}), idemstore.ErrLeaseLost)
+		require.ErrorIs(t, onConn.Release(ctx, ref), idemstore.ErrLeaseLost)
 	}
 	var emptyPages int
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT pg_relation_size('idempotency_keys')`).Scan(&emptyPages))
@@ -252,7 +252,7 @@ func TestNoSequentialScanAfterEmptyAnalyze(t *testing.T) {
 		require.NoError(t, json.Unmarshal(js, &plan))
 		return plan[0].Plan.Hit + plan[0].Plan.Read
 	}
-	args := func(c idempotency.Claim) []any {
+	args := func(c idemstore.Claim) []any {
 		return []any{c.UserID, c.Key, c.RequestHash, c.Owner, c.Now, c.LeaseUntil, c.ExpiresAt}
 	}
 	const claimSQL = `SELECT * FROM idempotency_key_claim($1::uuid, $2::text, $3::text, $4::text, $5::timestamptz, $6::timestamptz, $7::timestamptz)`
@@ -265,7 +265,7 @@ func TestNoSequentialScanAfterEmptyAnalyze(t *testing.T) {
 	res, err := onConn.Claim(ctx, late)
 	require.NoError(t, err)
 	require.True(t, res.Claimed)
-	require.NoError(t, onConn.Complete(ctx, idempotency.Completion{Ref: late.Ref, Response: idempotency.StoredResponse{StatusCode: 201, Body: "{}"}, Now: now, ExpiresAt: now.Add(time.Hour)}))
+	require.NoError(t, onConn.Complete(ctx, idemstore.Completion{Ref: late.Ref, Response: idemstore.Response{StatusCode: 201, Body: "{}"}, Now: now, ExpiresAt: now.Add(time.Hour)}))
 	// Each path is measured on its second call: the first call of a path in
 	// a session also prepares its PL/pgSQL expressions, reading the catalog
 	// once.

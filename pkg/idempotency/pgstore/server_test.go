@@ -10,12 +10,12 @@ import (
 
 	"github.com/ichido/ichido/internal/migrate"
 	"github.com/ichido/ichido/internal/pgtest"
-	"github.com/ichido/ichido/pkg/idempotency"
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
 )
 
 // TestServerGone runs a store on a cluster of its own, stops the server
-// abruptly, and checks that every method then fails with a *StoreError.
+// abruptly, and checks that every method then fails with a *idemstore.Error.
 func TestServerGone(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -29,8 +29,8 @@ func TestServerGone(t *testing.T) {
 
 	st := pgstore.New(pool, nil)
 	now := time.Now()
-	ref := idempotency.Ref{UserID: uuid.NewString(), Key: uuid.NewString(), Owner: "o"}
-	claim := idempotency.Claim{Ref: ref, RequestHash: "h", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)}
+	ref := idemstore.Ref{UserID: uuid.NewString(), Key: uuid.NewString(), Owner: "o"}
+	claim := idemstore.Claim{Ref: ref, RequestHash: "h", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)}
 	res, err := st.Claim(ctx, claim)
 	require.NoError(t, err)
 	require.True(t, res.Claimed)
@@ -39,15 +39,15 @@ func TestServerGone(t *testing.T) {
 
 	requireStoreError := func(err error, op string) {
 		t.Helper()
-		var se *idempotency.StoreError
+		var se *idemstore.Error
 		require.ErrorAs(t, err, &se)
 		require.Equal(t, op, se.Op)
-		require.NotErrorIs(t, err, idempotency.ErrLeaseLost)
+		require.NotErrorIs(t, err, idemstore.ErrLeaseLost)
 	}
 	_, err = st.Claim(ctx, claim)
 	requireStoreError(err, "claim")
-	requireStoreError(st.Complete(ctx, idempotency.Completion{Ref: ref, Now: now, ExpiresAt: now.Add(time.Hour),
-		Response: idempotency.StoredResponse{StatusCode: 200}}), "complete")
+	requireStoreError(st.Complete(ctx, idemstore.Completion{Ref: ref, Now: now, ExpiresAt: now.Add(time.Hour),
+		Response: idemstore.Response{StatusCode: 200}}), "complete")
 	requireStoreError(st.Release(ctx, ref), "release")
 }
 
@@ -62,26 +62,26 @@ func TestPurgeOfStoreRecords(t *testing.T) {
 	// The purge compares with the server's clock, so these times are real.
 	now := time.Now()
 	user := uuid.NewString()
-	write := func(expiresAt time.Time, complete bool) idempotency.Ref {
-		ref := idempotency.Ref{UserID: user, Key: uuid.NewString(), Owner: "o"}
+	write := func(expiresAt time.Time, complete bool) idemstore.Ref {
+		ref := idemstore.Ref{UserID: user, Key: uuid.NewString(), Owner: "o"}
 		created := expiresAt.Add(-24 * time.Hour)
-		res, err := st.Claim(ctx, idempotency.Claim{Ref: ref, RequestHash: "h", Now: created, LeaseUntil: created.Add(time.Minute), ExpiresAt: expiresAt})
+		res, err := st.Claim(ctx, idemstore.Claim{Ref: ref, RequestHash: "h", Now: created, LeaseUntil: created.Add(time.Minute), ExpiresAt: expiresAt})
 		require.NoError(t, err)
 		require.True(t, res.Claimed)
 		if complete {
-			require.NoError(t, st.Complete(ctx, idempotency.Completion{Ref: ref, Now: created, ExpiresAt: expiresAt,
-				Response: idempotency.StoredResponse{StatusCode: 201, Body: "{}"}}))
+			require.NoError(t, st.Complete(ctx, idemstore.Completion{Ref: ref, Now: created, ExpiresAt: expiresAt,
+				Response: idemstore.Response{StatusCode: 201, Body: "{}"}}))
 		}
 		return ref
 	}
-	var expired, live []idempotency.Ref
+	var expired, live []idemstore.Ref
 	for i := range 25 {
 		expired = append(expired, write(now.Add(-time.Hour-time.Duration(i)*time.Second), i%3 != 0))
 	}
 	for i := range 5 {
 		live = append(live, write(now.Add(time.Hour), i%2 == 0))
 	}
-	count := func(refs []idempotency.Ref) int {
+	count := func(refs []idemstore.Ref) int {
 		keys := make([]string, len(refs))
 		for i, r := range refs {
 			keys[i] = r.Key
@@ -115,11 +115,11 @@ func TestPurgeOfStoreRecords(t *testing.T) {
 	require.Equal(t, 5, count(live), "live records are never purged")
 
 	// The purged keys are free again; the live ones still replay or stay in progress.
-	res, err := st.Claim(ctx, idempotency.Claim{Ref: idempotency.Ref{UserID: user, Key: expired[0].Key, Owner: "new"}, RequestHash: "h2", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)})
+	res, err := st.Claim(ctx, idemstore.Claim{Ref: idemstore.Ref{UserID: user, Key: expired[0].Key, Owner: "new"}, RequestHash: "h2", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)})
 	require.NoError(t, err)
 	require.True(t, res.Claimed)
-	res, err = st.Claim(ctx, idempotency.Claim{Ref: idempotency.Ref{UserID: user, Key: live[0].Key, Owner: "new"}, RequestHash: "h2", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)})
+	res, err = st.Claim(ctx, idemstore.Claim{Ref: idemstore.Ref{UserID: user, Key: live[0].Key, Owner: "new"}, RequestHash: "h2", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)})
 	require.NoError(t, err)
 	require.False(t, res.Claimed)
-	require.Equal(t, idempotency.StatusCompleted, res.Record.Status)
+	require.Equal(t, idemstore.StatusCompleted, res.Record.Status)
 }

@@ -47,6 +47,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ichido/ichido/pkg/idempotency"
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 )
 
 // Options configures a Store. A nil *Options means all defaults.
@@ -60,7 +61,7 @@ type Options struct {
 	// MaxRecordBytes is the largest response envelope (the JSON text of
 	// the status, headers and body that response_body keeps) that Complete
 	// sends. A larger one is refused before anything is sent, with a
-	// permanent *idempotency.StoreError wrapping idempotency.ErrTooLarge,
+	// permanent *idemstore.Error wrapping idemstore.ErrTooLarge,
 	// and the record is completed with the not-kept marker instead.
 	// Defaults to 255 MiB (DefaultMaxRecordBytes), just under JSONB's
 	// limit; values above it are lowered to it.
@@ -73,7 +74,7 @@ type Options struct {
 // members.
 const DefaultMaxRecordBytes = 255 << 20
 
-// Store is an idempotency.Store on PostgreSQL. It is safe for concurrent use.
+// Store is an idemstore.Store on PostgreSQL. It is safe for concurrent use.
 type Store struct {
 	db        querier
 	sql       statements
@@ -86,7 +87,7 @@ type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-var _ idempotency.Store = (*Store)(nil)
+var _ idemstore.Store = (*Store)(nil)
 
 // New returns a Store that keeps its records through pool. The pool's
 // configuration (query exec mode, connection limits, authentication) is
@@ -125,55 +126,55 @@ func newStatements(qualify func(string) string) statements {
 	}
 }
 
-// Claim implements idempotency.Store. When the record is not claimed, the
+// Claim implements idemstore.Store. When the record is not claimed, the
 // returned Record holds Status and RequestHash, and the Response of a
 // completed record of the same request (the replay); its Owner and times are
 // left zero, as the decorator does not need them.
-func (s *Store) Claim(ctx context.Context, c idempotency.Claim) (idempotency.ClaimResult, error) {
+func (s *Store) Claim(ctx context.Context, c idemstore.Claim) (idemstore.ClaimResult, error) {
 	var answer string
 	err := s.db.QueryRow(ctx, s.sql.claim, c.UserID, c.Key, c.RequestHash, c.Owner, c.Now, c.LeaseUntil, c.ExpiresAt).Scan(&answer)
 	if err != nil {
-		return idempotency.ClaimResult{}, storeError(ctx, "claim", err)
+		return idemstore.ClaimResult{}, storeError(ctx, "claim", err)
 	}
-	rec := idempotency.Record{UserID: c.UserID, Key: c.Key, RequestHash: c.RequestHash, Status: idempotency.StatusInProgress}
+	rec := idemstore.Record{UserID: c.UserID, Key: c.Key, RequestHash: c.RequestHash, Status: idemstore.StatusInProgress}
 	// The answer's first character says what the function found; see
 	// migrations/0004_lean_claim.sql.
 	switch {
 	case answer == "C":
 		rec.Owner = c.Owner
 		rec.CreatedAt, rec.LeaseUntil, rec.ExpiresAt = micro(c.Now), micro(c.LeaseUntil), micro(c.ExpiresAt)
-		return idempotency.ClaimResult{Claimed: true, Record: rec}, nil
+		return idemstore.ClaimResult{Claimed: true, Record: rec}, nil
 	case answer == "R":
 		rec.Owner = c.Owner
-		return idempotency.ClaimResult{Claimed: true, Record: rec}, nil
+		return idemstore.ClaimResult{Claimed: true, Record: rec}, nil
 	case answer == "P":
 	case strings.HasPrefix(answer, "{"), strings.HasPrefix(answer, "D"):
 		// The stored envelope (0004_lean_claim.sql), or the same behind a
 		// "D" (0003_hot_path_functions.sql, before 0004 is applied).
-		rec.Status = idempotency.StatusCompleted
+		rec.Status = idemstore.StatusCompleted
 		if rec.Response, err = decodeEnvelope(strings.TrimPrefix(answer, "D")); err != nil {
-			return idempotency.ClaimResult{}, storeError(ctx, "claim", err)
+			return idemstore.ClaimResult{}, storeError(ctx, "claim", err)
 		}
 	case strings.HasPrefix(answer, "Mi"), strings.HasPrefix(answer, "Mc"):
 		if answer[1] == 'c' {
-			rec.Status = idempotency.StatusCompleted
+			rec.Status = idemstore.StatusCompleted
 		}
 		rec.RequestHash = answer[2:]
 	default:
-		return idempotency.ClaimResult{}, &idempotency.StoreError{Op: "claim", Permanent: true,
+		return idemstore.ClaimResult{}, &idemstore.Error{Op: "claim", Permanent: true,
 			Err: fmt.Errorf("the claim function returned %.20q, which this version does not know", answer)}
 	}
-	return idempotency.ClaimResult{Record: rec}, nil
+	return idemstore.ClaimResult{Record: rec}, nil
 }
 
 // micro is t as PostgreSQL keeps it: microseconds, UTC.
 func micro(t time.Time) time.Time { return t.Truncate(time.Microsecond).UTC() }
 
-// Complete implements idempotency.Store. The update is fenced by the owner
+// Complete implements idemstore.Store. The update is fenced by the owner
 // token and the in-progress status, not by the lease: an owner whose lease
 // ran out may still complete while nobody has taken the record over.
 // Completion.Now is not consulted.
-func (s *Store) Complete(ctx context.Context, c idempotency.Completion) error {
+func (s *Store) Complete(ctx context.Context, c idemstore.Completion) error {
 	return s.complete(ctx, s.db, c)
 }
 
@@ -183,12 +184,12 @@ func (s *Store) Complete(ctx context.Context, c idempotency.Completion) error {
 // committed but the key still in progress. It is fenced like Complete: on
 // ErrLeaseLost another invocation owns the key, nothing was written to the
 // record, and the caller should roll tx back so that its work is not
-// committed twice. On a *StoreError the transaction is unusable and must be
+// committed twice. On a *idemstore.Error the transaction is unusable and must be
 // rolled back too.
 //
 // The record must have been claimed by c.Owner beforehand (Store.Claim);
 // tx must be on the same database as the Store's pool.
-func (s *Store) CompleteInTx(ctx context.Context, tx pgx.Tx, c idempotency.Completion) error {
+func (s *Store) CompleteInTx(ctx context.Context, tx pgx.Tx, c idemstore.Completion) error {
 	return s.complete(ctx, tx, c)
 }
 
@@ -240,10 +241,10 @@ var _ idempotency.TxCompleter = (*Store)(nil)
 // The returned function reports the completion's outcome once the batch's
 // results have been read (BatchResults.Close): nil when written,
 // ErrLeaseLost when the record is no longer c.Owner's (nothing was written
-// to it, but the batch's other statements did commit), a *StoreError when
+// to it, but the batch's other statements did commit), a *idemstore.Error when
 // the statement failed or did not run. An encoding failure is returned at
 // once and nothing is queued.
-func (s *Store) CompleteInBatch(b *pgx.Batch, c idempotency.Completion) (func(ctx context.Context) error, error) {
+func (s *Store) CompleteInBatch(b *pgx.Batch, c idemstore.Completion) (func(ctx context.Context) error, error) {
 	env, err := s.envelope(c)
 	if err != nil {
 		return nil, err
@@ -262,7 +263,7 @@ func (s *Store) CompleteInBatch(b *pgx.Batch, c idempotency.Completion) (func(ct
 		case !ran:
 			return storeError(ctx, "complete", errors.New("the batch ended before the completion ran"))
 		case !written:
-			return idempotency.ErrLeaseLost
+			return idemstore.ErrLeaseLost
 		}
 		return nil
 	}, nil
@@ -270,19 +271,19 @@ func (s *Store) CompleteInBatch(b *pgx.Batch, c idempotency.Completion) (func(ct
 
 // envelope encodes c's response as response_body keeps it, within the
 // store's largest record.
-func (s *Store) envelope(c idempotency.Completion) (string, error) {
+func (s *Store) envelope(c idemstore.Completion) (string, error) {
 	env, err := encodeEnvelope(c.Response)
 	if err != nil {
-		return "", &idempotency.StoreError{Op: "complete", Err: err}
+		return "", &idemstore.Error{Op: "complete", Err: err}
 	}
 	if len(env) > s.maxRecord {
-		return "", &idempotency.StoreError{Op: "complete", Permanent: true, Err: fmt.Errorf(
-			"%w: the envelope is %d bytes, the most this store keeps is %d (Options.MaxRecordBytes)", idempotency.ErrTooLarge, len(env), s.maxRecord)}
+		return "", &idemstore.Error{Op: "complete", Permanent: true, Err: fmt.Errorf(
+			"%w: the envelope is %d bytes, the most this store keeps is %d (Options.MaxRecordBytes)", idemstore.ErrTooLarge, len(env), s.maxRecord)}
 	}
 	return env, nil
 }
 
-func (s *Store) complete(ctx context.Context, db querier, c idempotency.Completion) error {
+func (s *Store) complete(ctx context.Context, db querier, c idemstore.Completion) error {
 	env, err := s.envelope(c)
 	if err != nil {
 		return err
@@ -292,39 +293,39 @@ func (s *Store) complete(ctx context.Context, db querier, c idempotency.Completi
 		return storeError(ctx, "complete", err)
 	}
 	if !written {
-		return idempotency.ErrLeaseLost
+		return idemstore.ErrLeaseLost
 	}
 	return nil
 }
 
-// Release implements idempotency.Store.
-func (s *Store) Release(ctx context.Context, r idempotency.Ref) error {
+// Release implements idemstore.Store.
+func (s *Store) Release(ctx context.Context, r idemstore.Ref) error {
 	var deleted bool
 	if err := s.db.QueryRow(ctx, s.sql.release, r.UserID, r.Key, r.Owner).Scan(&deleted); err != nil {
 		return storeError(ctx, "release", err)
 	}
 	if !deleted {
-		return idempotency.ErrLeaseLost
+		return idemstore.ErrLeaseLost
 	}
 	return nil
 }
 
-// Renew implements idempotency.Store: the lease (and expires_at, when the
+// Renew implements idemstore.Store: the lease (and expires_at, when the
 // lease reaches past it) of the caller's in-progress record moves to
 // r.LeaseUntil. Renewal.Now is not consulted.
-func (s *Store) Renew(ctx context.Context, r idempotency.Renewal) error {
+func (s *Store) Renew(ctx context.Context, r idemstore.Renewal) error {
 	var renewed bool
 	if err := s.db.QueryRow(ctx, s.sql.renew, r.UserID, r.Key, r.Owner, r.LeaseUntil).Scan(&renewed); err != nil {
 		return storeError(ctx, "renew", err)
 	}
 	if !renewed {
-		return idempotency.ErrLeaseLost
+		return idemstore.ErrLeaseLost
 	}
 	return nil
 }
 
 // storeError is the one place where a driver error becomes a
-// *idempotency.StoreError. A cancelled or expired context stays visible to
+// *idemstore.Error. A cancelled or expired context stays visible to
 // errors.Is, and the failures an operator can act on get a message that says
 // what to do. The failures no retry can cure are marked Permanent
 // (permanent): missing privileges and objects, failed authentication.
@@ -348,7 +349,7 @@ func storeError(ctx context.Context, op string, err error) error {
 			err = fmt.Errorf("the server is read-only; the idempotency table lives on the writer: %w", err)
 		}
 	}
-	return &idempotency.StoreError{Op: op, Err: err, Permanent: ctxErr == nil && permanent(pgErr)}
+	return &idemstore.Error{Op: op, Err: err, Permanent: ctxErr == nil && permanent(pgErr)}
 }
 
 // permanent reports whether a server error is one that repeating the

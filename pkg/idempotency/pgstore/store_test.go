@@ -16,8 +16,7 @@ import (
 
 	"github.com/ichido/ichido/internal/migrate"
 	"github.com/ichido/ichido/internal/pgtest"
-	"github.com/ichido/ichido/pkg/idempotency"
-	"github.com/ichido/ichido/pkg/idempotency/idempotencytest"
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
 	"github.com/ichido/ichido/pkg/idempotency/storetest"
 )
@@ -39,7 +38,7 @@ func newPool(t *testing.T, url string, configure func(*pgxpool.Config)) *pgxpool
 
 // newBrokenStore returns a store whose pool points at a port nothing
 // listens on.
-func newBrokenStore(t *testing.T) idempotency.Store {
+func newBrokenStore(t *testing.T) idemstore.Store {
 	port, err := pgtest.FreePort()
 	require.NoError(t, err)
 	return pgstore.New(newPool(t, fmt.Sprintf("postgres://postgres@127.0.0.1:%d/ichido?sslmode=disable&connect_timeout=5", port), nil), nil)
@@ -48,7 +47,7 @@ func newBrokenStore(t *testing.T) idempotency.Store {
 // newMisconfiguredStore returns a store that logs in as a role of its own
 // which may use the key store's schema but was granted nothing on its
 // table: every call is refused with "permission denied" (42501).
-func newMisconfiguredStore(t *testing.T) idempotency.Store {
+func newMisconfiguredStore(t *testing.T) idemstore.Store {
 	db := pgtest.New(t)
 	ctx := context.Background()
 	role := "nogrant_" + strings.ReplaceAll(uuid.NewString()[:13], "-", "")
@@ -72,18 +71,18 @@ const tooLargeBody = 2 << 20
 
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	storetest.RunWithOptions(t, func(t *testing.T) idempotency.Store {
+	storetest.Run(t, storetest.Config{Parts: storetest.Contract, New: func(t *testing.T) idemstore.Store {
 		return pgstore.New(pgtest.New(t).Pool, &pgstore.Options{MaxRecordBytes: tooLargeBody})
-	}, storetest.Options{NewBrokenStore: newBrokenStore, NewMisconfiguredStore: newMisconfiguredStore, TooLargeBody: tooLargeBody})
+	}, NewBrokenStore: newBrokenStore, NewMisconfiguredStore: newMisconfiguredStore, TooLargeBody: tooLargeBody})
 }
 
 // TestHTTPBehaviour runs the HTTP behaviour table (every payload shape and the
 // net/http middleware) on the PostgreSQL store.
 func TestHTTPBehaviour(t *testing.T) {
 	t.Parallel()
-	idempotencytest.RunHTTPBehaviour(t, func(t *testing.T) idempotency.Store {
+	storetest.Run(t, storetest.Config{Parts: storetest.HTTP, New: func(t *testing.T) idemstore.Store {
 		return pgstore.New(pgtest.New(t).Pool, nil)
-	})
+	}})
 }
 
 // TestConformanceQueryExecModes runs the suite with the modes a
@@ -95,11 +94,11 @@ func TestConformanceQueryExecModes(t *testing.T) {
 		t.Run(mode.String(), func(t *testing.T) {
 			t.Parallel()
 			db := pgtest.New(t) // one schema for the mode: the suite's keys are random
-			storetest.Run(t, func(t *testing.T) idempotency.Store {
+			storetest.Run(t, storetest.Config{Parts: storetest.Contract, New: func(t *testing.T) idemstore.Store {
 				return pgstore.New(newPool(t, db.URL, func(c *pgxpool.Config) {
 					c.ConnConfig.DefaultQueryExecMode = mode
 				}), nil)
-			})
+			}})
 		})
 	}
 }
@@ -124,13 +123,13 @@ func TestRoundTrips(t *testing.T) {
 	st := pgstore.New(newPool(t, db.URL, func(c *pgxpool.Config) { c.ConnConfig.Tracer = counter }), nil)
 	ctx := context.Background()
 	now := time.Now().Truncate(time.Millisecond)
-	ref := idempotency.Ref{UserID: uuid.NewString(), Key: uuid.NewString(), Owner: "first"}
-	claim := idempotency.Claim{Ref: ref, RequestHash: "h", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)}
+	ref := idemstore.Ref{UserID: uuid.NewString(), Key: uuid.NewString(), Owner: "first"}
+	claim := idemstore.Claim{Ref: ref, RequestHash: "h", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)}
 
 	res, err := st.Claim(ctx, claim)
 	require.NoError(t, err)
 	require.True(t, res.Claimed)
-	require.NoError(t, st.Complete(ctx, idempotency.Completion{Ref: ref, Response: idempotency.StoredResponse{StatusCode: 201, Body: "{}"}, Now: now, ExpiresAt: now.Add(time.Hour)}))
+	require.NoError(t, st.Complete(ctx, idemstore.Completion{Ref: ref, Response: idemstore.Response{StatusCode: 201, Body: "{}"}, Now: now, ExpiresAt: now.Add(time.Hour)}))
 	require.LessOrEqual(t, counter.take(), int64(2), "a first request: claim and complete")
 
 	claim.Owner = "retry"
@@ -140,7 +139,7 @@ func TestRoundTrips(t *testing.T) {
 	require.Equal(t, "{}", res.Record.Response.Body)
 	require.Equal(t, int64(1), counter.take(), "a replay is one statement")
 
-	claim.Ref = idempotency.Ref{UserID: ref.UserID, Key: uuid.NewString(), Owner: "failing"}
+	claim.Ref = idemstore.Ref{UserID: ref.UserID, Key: uuid.NewString(), Owner: "failing"}
 	_, err = st.Claim(ctx, claim)
 	require.NoError(t, err)
 	require.NoError(t, st.Release(ctx, claim.Ref))
@@ -163,11 +162,11 @@ func TestEnvelopeKeepsBodyAsString(t *testing.T) {
 		{body: "nul\x00byte", encoding: "base64"},
 		{body: "bad \xff utf8", encoding: "base64"},
 	} {
-		ref := idempotency.Ref{UserID: uuid.NewString(), Key: uuid.NewString(), Owner: "o"}
-		_, err := st.Claim(ctx, idempotency.Claim{Ref: ref, RequestHash: "h", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)})
+		ref := idemstore.Ref{UserID: uuid.NewString(), Key: uuid.NewString(), Owner: "o"}
+		_, err := st.Claim(ctx, idemstore.Claim{Ref: ref, RequestHash: "h", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)})
 		require.NoError(t, err)
-		require.NoError(t, st.Complete(ctx, idempotency.Completion{Ref: ref, Now: now, ExpiresAt: now.Add(time.Hour),
-			Response: idempotency.StoredResponse{StatusCode: 200, Headers: map[string]string{"Content-Type": "text/plain"}, Body: tc.body}}))
+		require.NoError(t, st.Complete(ctx, idemstore.Completion{Ref: ref, Now: now, ExpiresAt: now.Add(time.Hour),
+			Response: idemstore.Response{StatusCode: 200, Headers: map[string]string{"Content-Type": "text/plain"}, Body: tc.body}}))
 		var typ, encoding, contentType string
 		var status, statusCode int
 		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT jsonb_typeof(response_body->'body'), coalesce(response_body->>'bodyEncoding', ''),
@@ -200,8 +199,8 @@ func TestTakeoverOfExpiredRows(t *testing.T) {
 	require.NoError(t, err)
 
 	for key, wantClaimed := range map[string]bool{completedKey: true, abandonedKey: true, liveKey: false} {
-		ref := idempotency.Ref{UserID: user, Key: key, Owner: "new-owner"}
-		res, err := st.Claim(ctx, idempotency.Claim{Ref: ref, RequestHash: "new", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)})
+		ref := idemstore.Ref{UserID: user, Key: key, Owner: "new-owner"}
+		res, err := st.Claim(ctx, idemstore.Claim{Ref: ref, RequestHash: "new", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)})
 		require.NoError(t, err)
 		require.Equal(t, wantClaimed, res.Claimed, key)
 
@@ -231,7 +230,7 @@ func TestTakeoverOfExpiredRows(t *testing.T) {
 
 // TestSchemaOption: a Store configured with a schema keeps its records in
 // that schema's table, whatever the connection's search_path, and a schema
-// without the migrations gives a StoreError that says what to do.
+// without the migrations gives a idemstore.Error that says what to do.
 func TestSchemaOption(t *testing.T) {
 	t.Parallel()
 	db := pgtest.New(t)
@@ -249,18 +248,18 @@ func TestSchemaOption(t *testing.T) {
 
 	st := pgstore.New(db.Pool, &pgstore.Options{Schema: other})
 	now := time.Now()
-	ref := idempotency.Ref{UserID: uuid.NewString(), Key: uuid.NewString(), Owner: "o"}
-	res, err := st.Claim(ctx, idempotency.Claim{Ref: ref, RequestHash: "h", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)})
+	ref := idemstore.Ref{UserID: uuid.NewString(), Key: uuid.NewString(), Owner: "o"}
+	res, err := st.Claim(ctx, idemstore.Claim{Ref: ref, RequestHash: "h", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)})
 	require.NoError(t, err)
 	require.True(t, res.Claimed)
-	require.NoError(t, st.Complete(ctx, idempotency.Completion{Ref: ref, Response: idempotency.StoredResponse{StatusCode: 201, Body: "{}"}, Now: now, ExpiresAt: now.Add(time.Hour)}))
+	require.NoError(t, st.Complete(ctx, idemstore.Completion{Ref: ref, Response: idemstore.Response{StatusCode: 201, Body: "{}"}, Now: now, ExpiresAt: now.Add(time.Hour)}))
 	var n int
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM "`+other+`".idempotency_keys WHERE status = 'completed') * 10 + (SELECT count(*) FROM idempotency_keys)`).Scan(&n))
 	require.Equal(t, 10, n, "the record is in the configured schema only")
 
 	missing := pgstore.New(db.Pool, &pgstore.Options{Schema: "no_such_schema"})
-	_, err = missing.Claim(ctx, idempotency.Claim{Ref: ref, RequestHash: "h", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)})
-	var se *idempotency.StoreError
+	_, err = missing.Claim(ctx, idemstore.Claim{Ref: ref, RequestHash: "h", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)})
+	var se *idemstore.Error
 	require.ErrorAs(t, err, &se)
 	require.Contains(t, err.Error(), "pgstore.Migrate")
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ichido/ichido/internal/pgtest"
 	"github.com/ichido/ichido/pkg/idempotency"
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
 )
 
@@ -26,10 +27,10 @@ func TestCompleteInTx(t *testing.T) {
 	_, err := db.Pool.Exec(ctx, `CREATE TABLE work (key text PRIMARY KEY)`)
 	require.NoError(t, err)
 	now := time.Now().Add(-time.Hour).Truncate(time.Millisecond) // a lease can run out by both clocks
-	resp := idempotency.StoredResponse{StatusCode: 201, Body: `{"done":true}`}
+	resp := idemstore.Response{StatusCode: 201, Body: `{"done":true}`}
 
-	claim := func(owner string) idempotency.Claim {
-		c := idempotency.Claim{Ref: idempotency.Ref{UserID: uuid.NewString(), Key: uuid.NewString(), Owner: owner},
+	claim := func(owner string) idemstore.Claim {
+		c := idemstore.Claim{Ref: idemstore.Ref{UserID: uuid.NewString(), Key: uuid.NewString(), Owner: owner},
 			RequestHash: "h", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)}
 		res, err := st.Claim(ctx, c)
 		require.NoError(t, err)
@@ -37,13 +38,13 @@ func TestCompleteInTx(t *testing.T) {
 		return c
 	}
 	// work does the handler's write and the completion in one transaction.
-	work := func(c idempotency.Claim, commit bool) error {
+	work := func(c idemstore.Claim, commit bool) error {
 		tx, err := db.Pool.Begin(ctx)
 		require.NoError(t, err)
 		defer func() { _ = tx.Rollback(ctx) }()
 		_, err = tx.Exec(ctx, `INSERT INTO work VALUES ($1)`, c.Key)
 		require.NoError(t, err)
-		if err := st.CompleteInTx(ctx, tx, idempotency.Completion{Ref: c.Ref, Response: resp, Now: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
+		if err := st.CompleteInTx(ctx, tx, idemstore.Completion{Ref: c.Ref, Response: resp, Now: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
 			return err
 		}
 		if commit {
@@ -51,8 +52,8 @@ func TestCompleteInTx(t *testing.T) {
 		}
 		return tx.Rollback(ctx)
 	}
-	state := func(c idempotency.Claim) (idempotency.Record, bool) {
-		res, err := st.Claim(ctx, idempotency.Claim{Ref: idempotency.Ref{UserID: c.UserID, Key: c.Key, Owner: "observer"},
+	state := func(c idemstore.Claim) (idemstore.Record, bool) {
+		res, err := st.Claim(ctx, idemstore.Claim{Ref: idemstore.Ref{UserID: c.UserID, Key: c.Key, Owner: "observer"},
 			RequestHash: "h", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)})
 		require.NoError(t, err)
 		require.False(t, res.Claimed)
@@ -65,14 +66,14 @@ func TestCompleteInTx(t *testing.T) {
 	require.NoError(t, work(committed, true))
 	rec, written := state(committed)
 	require.True(t, written)
-	require.Equal(t, idempotency.StatusCompleted, rec.Status)
+	require.Equal(t, idemstore.StatusCompleted, rec.Status)
 	require.Equal(t, resp.Body, rec.Response.Body)
 
 	rolledBack := claim("b")
 	require.NoError(t, work(rolledBack, false))
 	rec, written = state(rolledBack)
 	require.False(t, written)
-	require.Equal(t, idempotency.StatusInProgress, rec.Status, "the key stays with its owner, which may still release it")
+	require.Equal(t, idemstore.StatusInProgress, rec.Status, "the key stays with its owner, which may still release it")
 	require.NoError(t, st.Release(ctx, rolledBack.Ref))
 
 	// A worker whose lease was taken over learns it before committing.
@@ -82,7 +83,7 @@ func TestCompleteInTx(t *testing.T) {
 	res, err := st.Claim(ctx, takeover)
 	require.NoError(t, err)
 	require.True(t, res.Claimed)
-	require.ErrorIs(t, work(lost, true), idempotency.ErrLeaseLost)
+	require.ErrorIs(t, work(lost, true), idemstore.ErrLeaseLost)
 	_, written = state(lost)
 	require.False(t, written, "the lost worker rolled its work back")
 }

@@ -8,34 +8,33 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/ichido/ichido/pkg/idempotency"
 )
 
-var _ idempotency.Admin = (*Store)(nil)
+var _ idemstore.Admin = (*Store)(nil)
 
-// Get implements idempotency.Admin: one GET. A record whose ExpiresAt has passed by this process's
+// Get implements idemstore.Admin: one GET. A record whose ExpiresAt has passed by this process's
 // clock counts as absent, although Redis may keep it until its PX ends.
-func (s *Store) Get(ctx context.Context, userID, key string) (idempotency.Record, bool, error) {
+func (s *Store) Get(ctx context.Context, userID, key string) (idemstore.Record, bool, error) {
 	rec, ok, err := s.get(ctx, s.Key(userID, key), userID, key)
 	if err != nil {
-		return idempotency.Record{}, false, storeError(ctx, "get", err)
+		return idemstore.Record{}, false, storeError(ctx, "get", err)
 	}
 	return rec, ok, nil
 }
 
-func (s *Store) get(ctx context.Context, redisKey, userID, key string) (idempotency.Record, bool, error) {
+func (s *Store) get(ctx context.Context, redisKey, userID, key string) (idemstore.Record, bool, error) {
 	v, err := s.client.Get(ctx, redisKey).Result()
 	switch {
 	case errors.Is(err, redis.Nil):
-		return idempotency.Record{}, false, nil
+		return idemstore.Record{}, false, nil
 	case err != nil:
-		return idempotency.Record{}, false, err
+		return idemstore.Record{}, false, err
 	}
 	rec, err := decodeRecord(userID, key, v)
 	if err != nil {
-		return idempotency.Record{}, false, err
+		return idemstore.Record{}, false, err
 	}
 	rec = detach(rec)
 	return rec, rec.ExpiresAt.After(time.Now()), nil
@@ -43,7 +42,7 @@ func (s *Store) get(ctx context.Context, redisKey, userID, key string) (idempote
 
 // detach copies the strings of a decoded record out of the reply's memory,
 // since a listed record outlives the reply.
-func detach(rec idempotency.Record) idempotency.Record {
+func detach(rec idemstore.Record) idemstore.Record {
 	rec.Owner, rec.RequestHash = strings.Clone(rec.Owner), strings.Clone(rec.RequestHash)
 	if rec.Response != nil {
 		resp := *rec.Response
@@ -58,13 +57,13 @@ func detach(rec idempotency.Record) idempotency.Record {
 	return rec
 }
 
-// List implements idempotency.Admin: SCAN over the store's prefix (and the
+// List implements idemstore.Admin: SCAN over the store's prefix (and the
 // user, when q names one) on every primary, since a record's hash tag is
 // its whole identity (ADR 0090) and one user's records spread over every
 // slot; then a GET per key found. A value that is not a record is left
 // out. It reads every record that matches, to sort them newest
 // first: it is for operators, never for a request's path.
-func (s *Store) List(ctx context.Context, q idempotency.ListQuery) ([]idempotency.Record, error) {
+func (s *Store) List(ctx context.Context, q idemstore.ListQuery) ([]idemstore.Record, error) {
 	pattern := globEscape(s.prefix) + "{*:*}"
 	if q.UserID != "" {
 		pattern = globEscape(s.prefix+"{"+q.UserID+":") + "*}"
@@ -99,7 +98,7 @@ func (s *Store) List(ctx context.Context, q idempotency.ListQuery) ([]idempotenc
 	if err != nil {
 		return nil, storeError(ctx, "list", err)
 	}
-	var out []idempotency.Record
+	var out []idemstore.Record
 	for _, k := range keys {
 		userID, key, ok := s.parseKey(k)
 		if !ok {
@@ -116,7 +115,7 @@ func (s *Store) List(ctx context.Context, q idempotency.ListQuery) ([]idempotenc
 			out = append(out, rec)
 		}
 	}
-	slices.SortFunc(out, func(a, b idempotency.Record) int {
+	slices.SortFunc(out, func(a, b idemstore.Record) int {
 		if c := b.CreatedAt.Compare(a.CreatedAt); c != 0 {
 			return c
 		}
@@ -131,7 +130,7 @@ func (s *Store) List(ctx context.Context, q idempotency.ListQuery) ([]idempotenc
 	return out, nil
 }
 
-// Delete implements idempotency.Admin: one DEL, whatever the record's
+// Delete implements idemstore.Admin: one DEL, whatever the record's
 // state, owner or layout.
 func (s *Store) Delete(ctx context.Context, userID, key string) (bool, error) {
 	n, err := s.client.Del(ctx, s.Key(userID, key)).Result()

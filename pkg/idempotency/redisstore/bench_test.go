@@ -11,7 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ichido/ichido/internal/redistest"
-	"github.com/ichido/ichido/pkg/idempotency"
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/redisstore"
 )
 
@@ -23,7 +23,7 @@ import (
 // operation (a script's inner commands are counted under their own names
 // too).
 
-var benchResponse = idempotency.StoredResponse{
+var benchResponse = idemstore.Response{
 	StatusCode: 201,
 	Headers:    map[string]string{"Content-Type": "application/json", "Location": "/tasks/1"},
 	Body:       `{"id":"1","title":"write tests","done":false}`,
@@ -31,8 +31,8 @@ var benchResponse = idempotency.StoredResponse{
 
 var benchHash = strings.Repeat("ab", 32)
 
-func benchClaim(ref idempotency.Ref, now time.Time) idempotency.Claim {
-	return idempotency.Claim{Ref: ref, RequestHash: benchHash, Now: now, LeaseUntil: now.Add(12 * time.Second), ExpiresAt: now.Add(24 * time.Hour)}
+func benchClaim(ref idemstore.Ref, now time.Time) idemstore.Claim {
+	return idemstore.Claim{Ref: ref, RequestHash: benchHash, Now: now, LeaseUntil: now.Add(12 * time.Second), ExpiresAt: now.Add(24 * time.Hour)}
 }
 
 // serverTime resets the server's command statistics; the function it
@@ -101,11 +101,11 @@ func BenchmarkClaimReplay(b *testing.B) {
 		st := redisstore.New(c, nil)
 		ctx := context.Background()
 		now := time.Now()
-		first := benchClaim(idempotency.Ref{UserID: uuid.NewString(), Key: uuid.NewString(), Owner: uuid.NewString()}, now)
+		first := benchClaim(idemstore.Ref{UserID: uuid.NewString(), Key: uuid.NewString(), Owner: uuid.NewString()}, now)
 		if _, err := st.Claim(ctx, first); err != nil {
 			b.Fatal(err)
 		}
-		if err := st.Complete(ctx, idempotency.Completion{Ref: first.Ref, Response: benchResponse, Now: now, ExpiresAt: first.ExpiresAt}); err != nil {
+		if err := st.Complete(ctx, idemstore.Completion{Ref: first.Ref, Response: benchResponse, Now: now, ExpiresAt: first.ExpiresAt}); err != nil {
 			b.Fatal(err)
 		}
 		retry := first
@@ -134,7 +134,7 @@ func BenchmarkClaimNew(b *testing.B) {
 		report := serverTime(b, c)
 		b.ResetTimer()
 		for i := range b.N {
-			res, err := st.Claim(ctx, benchClaim(idempotency.Ref{UserID: user, Key: prefix + strconv.Itoa(i), Owner: "o"}, now))
+			res, err := st.Claim(ctx, benchClaim(idemstore.Ref{UserID: user, Key: prefix + strconv.Itoa(i), Owner: "o"}, now))
 			if err != nil || !res.Claimed {
 				b.Fatal(res, err)
 			}
@@ -152,9 +152,9 @@ func BenchmarkComplete(b *testing.B) {
 		ctx := context.Background()
 		user, prefix := uuid.NewString(), uuid.NewString()
 		now := time.Now()
-		refs := make([]idempotency.Ref, b.N)
+		refs := make([]idemstore.Ref, b.N)
 		for i := range refs {
-			refs[i] = idempotency.Ref{UserID: user, Key: prefix + strconv.Itoa(i), Owner: "o"}
+			refs[i] = idemstore.Ref{UserID: user, Key: prefix + strconv.Itoa(i), Owner: "o"}
 			if _, err := st.Claim(ctx, benchClaim(refs[i], now)); err != nil {
 				b.Fatal(err)
 			}
@@ -162,7 +162,7 @@ func BenchmarkComplete(b *testing.B) {
 		report := serverTime(b, c)
 		b.ResetTimer()
 		for _, ref := range refs {
-			if err := st.Complete(ctx, idempotency.Completion{Ref: ref, Response: benchResponse, Now: now, ExpiresAt: now.Add(24 * time.Hour)}); err != nil {
+			if err := st.Complete(ctx, idemstore.Completion{Ref: ref, Response: benchResponse, Now: now, ExpiresAt: now.Add(24 * time.Hour)}); err != nil {
 				b.Fatal(err)
 			}
 		}

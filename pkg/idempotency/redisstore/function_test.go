@@ -7,9 +7,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ichido/ichido/internal/redistest"
-	"github.com/ichido/ichido/pkg/idempotency"
-	"github.com/ichido/ichido/pkg/idempotency/idempotencytest"
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/redisstore"
+	"github.com/ichido/ichido/pkg/idempotency/storetest"
 )
 
 // TestFunctionBehaviour runs the behaviour table of Function and
@@ -17,15 +17,15 @@ import (
 func TestFunctionBehaviour(t *testing.T) {
 	t.Parallel()
 	onEachServer(t, func(t *testing.T, srv server) {
-		idempotencytest.RunFunctionBehaviour(t, func(t *testing.T) idempotency.Store {
+		storetest.Run(t, storetest.Config{Parts: storetest.Function, New: func(t *testing.T) idemstore.Store {
 			return redisstore.New(srv.client(t), nil)
-		})
+		}})
 	})
 }
 
 // storeAt is a store on its own client at url, as one more process would
 // have.
-func storeAt(t *testing.T, url string) idempotency.Store {
+func storeAt(t *testing.T, url string) idemstore.Store {
 	opts, err := redis.ParseURL(url)
 	require.NoError(t, err)
 	c := redis.NewClient(opts)
@@ -37,10 +37,10 @@ func storeAt(t *testing.T, url string) idempotency.Store {
 // handle the same SQS batch at once: every record runs once.
 func TestSQSBatchAcrossProcesses(t *testing.T) {
 	t.Parallel()
-	idempotencytest.RunBatchAcrossProcesses(t, 8, "TestSQSBatchWorker", redistest.URL(t), storeAt)
+	storetest.Run(t, storetest.Config{Parts: storetest.Processes, Processes: &storetest.ProcessesConfig{N: 8, WorkerTest: "TestSQSBatchWorker", URL: redistest.URL(t), NewAt: storeAt}})
 }
 
 // TestSQSBatchWorker is one process of TestSQSBatchAcrossProcesses.
 func TestSQSBatchWorker(t *testing.T) {
-	idempotencytest.BatchWorker(t, storeAt)
+	storetest.BatchWorker(t, storeAt)
 }

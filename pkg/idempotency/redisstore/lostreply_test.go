@@ -7,9 +7,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ichido/ichido/internal/redistest"
-	"github.com/ichido/ichido/pkg/idempotency"
-	"github.com/ichido/ichido/pkg/idempotency/idempotencytest"
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/redisstore"
+	"github.com/ichido/ichido/pkg/idempotency/storetest"
 )
 
 // TestHTTPBehaviour runs the decorator's HTTP behaviour table on Redis and
@@ -17,9 +17,9 @@ import (
 func TestHTTPBehaviour(t *testing.T) {
 	t.Parallel()
 	onEachServer(t, func(t *testing.T, srv server) {
-		idempotencytest.RunHTTPBehaviour(t, func(t *testing.T) idempotency.Store {
+		storetest.Run(t, storetest.Config{Parts: storetest.HTTP, New: func(t *testing.T) idemstore.Store {
 			return redisstore.New(srv.client(t), nil)
-		})
+		}})
 	})
 }
 
@@ -30,8 +30,9 @@ func TestHTTPBehaviour(t *testing.T) {
 func TestLostClaimReply(t *testing.T) {
 	t.Parallel()
 	srv := redistest.StartT(t)
-	cutter := idempotencytest.NewReplyCutter(t, srv.Addr)
-	c := redis.NewClient(&redis.Options{Addr: cutter.Addr(), DialTimeout: time.Second, MaxRetries: -1})
-	t.Cleanup(func() { _ = c.Close() })
-	idempotencytest.RunLostClaimReply(t, redisstore.New(c, nil), cutter)
+	storetest.Run(t, storetest.Config{Parts: storetest.LostReply, Server: srv.Addr, Through: func(t *testing.T, addr string) idemstore.Store {
+		c := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: time.Second, MaxRetries: -1})
+		t.Cleanup(func() { _ = c.Close() })
+		return redisstore.New(c, nil)
+	}})
 }

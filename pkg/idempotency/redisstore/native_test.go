@@ -8,7 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/pkg/idempotency"
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/redisstore"
 )
 
@@ -35,10 +35,10 @@ func requireIFEQThenScript(t *testing.T, hook *commandHook) {
 	require.Contains(t, [][]string{{"evalsha"}, {"evalsha", "eval"}}, names[1:], "then the script")
 }
 
-func completion(ref idempotency.Ref, now time.Time) idempotency.Completion {
-	return idempotency.Completion{
+func completion(ref idemstore.Ref, now time.Time) idemstore.Completion {
+	return idemstore.Completion{
 		Ref:       ref,
-		Response:  idempotency.StoredResponse{StatusCode: 201, Headers: map[string]string{"Location": "/tasks/1"}, Body: `{"id":"1"}`},
+		Response:  idemstore.Response{StatusCode: 201, Headers: map[string]string{"Location": "/tasks/1"}, Body: `{"id":"1"}`},
 		Now:       now,
 		ExpiresAt: now.Add(24 * time.Hour),
 	}
@@ -53,12 +53,12 @@ func TestNativeCompletionAfterRenewals(t *testing.T) {
 	st, hook, other := valkeyHooked(t)
 	ctx := context.Background()
 	now := time.Now()
-	c := idempotency.Claim{Ref: newRef(), RequestHash: "h", Now: now, LeaseUntil: now.Add(10 * time.Second), ExpiresAt: now.Add(time.Minute)}
+	c := idemstore.Claim{Ref: newRef(), RequestHash: "h", Now: now, LeaseUntil: now.Add(10 * time.Second), ExpiresAt: now.Add(time.Minute)}
 	res, err := st.Claim(ctx, c)
 	require.NoError(t, err)
 	require.True(t, res.Claimed)
-	require.NoError(t, st.Renew(ctx, idempotency.Renewal{Ref: c.Ref, Now: now.Add(5 * time.Second), LeaseUntil: now.Add(15 * time.Second)}))
-	require.NoError(t, st.Renew(ctx, idempotency.Renewal{Ref: c.Ref, Now: now.Add(50 * time.Second), LeaseUntil: now.Add(2 * time.Minute)}), "a lease past the record's expiry")
+	require.NoError(t, st.Renew(ctx, idemstore.Renewal{Ref: c.Ref, Now: now.Add(5 * time.Second), LeaseUntil: now.Add(15 * time.Second)}))
+	require.NoError(t, st.Renew(ctx, idemstore.Renewal{Ref: c.Ref, Now: now.Add(50 * time.Second), LeaseUntil: now.Add(2 * time.Minute)}), "a lease past the record's expiry")
 	key := st.Key(c.UserID, c.Key)
 	inProgress, err := redisstore.DecodeRecord(other.Get(ctx, key).Val())
 	require.NoError(t, err)
@@ -70,7 +70,7 @@ func TestNativeCompletionAfterRenewals(t *testing.T) {
 	require.Equal(t, []string{"set"}, hook.take(), "one SET … IFEQ, no script")
 	rec, err := redisstore.DecodeRecord(other.Get(ctx, key).Val())
 	require.NoError(t, err)
-	require.Equal(t, idempotency.StatusCompleted, rec.Status)
+	require.Equal(t, idemstore.StatusCompleted, rec.Status)
 	require.Equal(t, c.Owner, rec.Owner)
 	require.Equal(t, "h", rec.RequestHash)
 	require.True(t, now.Truncate(time.Microsecond).Equal(rec.CreatedAt))
@@ -95,7 +95,7 @@ func TestNativeCompletionOfALostLease(t *testing.T) {
 	before := other.Get(ctx, key).Val()
 	hook.take()
 
-	require.ErrorIs(t, st.Complete(ctx, completion(old.Ref, time.Now())), idempotency.ErrLeaseLost)
+	require.ErrorIs(t, st.Complete(ctx, completion(old.Ref, time.Now())), idemstore.ErrLeaseLost)
 	requireIFEQThenScript(t, hook)
 	require.Equal(t, before, other.Get(ctx, key).Val(), "the new owner's record is untouched")
 }
@@ -114,7 +114,7 @@ func TestNativeCompletionOfAChangedRecord(t *testing.T) {
 	_, err := st.Claim(ctx, c)
 	require.NoError(t, err)
 	key := st.Key(c.UserID, c.Key)
-	require.NoError(t, redisstore.New(other, nil).Renew(ctx, idempotency.Renewal{Ref: c.Ref, Now: now, LeaseUntil: now.Add(2 * time.Minute)}))
+	require.NoError(t, redisstore.New(other, nil).Renew(ctx, idemstore.Renewal{Ref: c.Ref, Now: now, LeaseUntil: now.Add(2 * time.Minute)}))
 	hook.take()
 
 	done := completion(c.Ref, now)
@@ -122,7 +122,7 @@ func TestNativeCompletionOfAChangedRecord(t *testing.T) {
 	requireIFEQThenScript(t, hook)
 	rec, err := redisstore.DecodeRecord(other.Get(ctx, key).Val())
 	require.NoError(t, err)
-	require.Equal(t, idempotency.StatusCompleted, rec.Status)
+	require.Equal(t, idemstore.StatusCompleted, rec.Status)
 	require.Equal(t, done.Response, *rec.Response)
 }
 
@@ -144,7 +144,7 @@ func TestNativeCompletionOfAReleasedRun(t *testing.T) {
 	require.True(t, res.Claimed)
 	hook.take()
 
-	require.ErrorIs(t, st.Complete(ctx, completion(c.Ref, now)), idempotency.ErrLeaseLost)
+	require.ErrorIs(t, st.Complete(ctx, completion(c.Ref, now)), idemstore.ErrLeaseLost)
 	require.Contains(t, [][]string{{"evalsha"}, {"evalsha", "eval"}}, hook.take(), "the released run is not remembered")
 	require.NoError(t, st.Complete(ctx, completion(newcomer.Ref, now)))
 	require.Equal(t, []string{"set"}, hook.take(), "the newcomer completes with SET … IFEQ")

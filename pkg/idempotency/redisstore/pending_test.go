@@ -5,9 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/stretchr/testify/require"
-
-	"github.com/ichido/ichido/pkg/idempotency"
 )
 
 // TestPendingRunsBound: the table of runs in progress holds at most
@@ -70,6 +69,6 @@ func TestPendingRunsRenewed(t *testing.T) {
 	require.Empty(t, p.m)
 }
 
-func recordInProgress(created, lease, expires time.Time) idempotency.Record {
-	return idempotency.Record{Owner: "o", RequestHash: "h", Status: idempotency.StatusInProgress, CreatedAt: created, LeaseUntil: lease, ExpiresAt: expires}
+func recordInProgress(created, lease, expires time.Time) idemstore.Record {
+	return idemstore.Record{Owner: "o", RequestHash: "h", Status: idemstore.StatusInProgress, CreatedAt: created, LeaseUntil: lease, ExpiresAt: expires}
 }

@@ -7,7 +7,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/ichido/ichido/pkg/idempotency"
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 )
 
 // The record format, version 1: one string value, every integer
@@ -21,7 +21,7 @@ const (
 
 	flagBodyBase64 = 1 << 0
 	// flagNotKept marks the not-kept marker of a completed run
-	// (idempotency.StoredResponse.NotKept).
+	// (idemstore.Response.NotKept).
 	flagNotKept = 1 << 1
 
 	offVersion = 0
@@ -44,9 +44,9 @@ const (
 var errNotRecord = errors.New("not an idempotency record")
 
 // encodeClaim returns the in-progress record of c.
-func encodeClaim(c idempotency.Claim) ([]byte, error) {
-	return encodeRecord(idempotency.Record{
-		Owner: c.Owner, RequestHash: c.RequestHash, Status: idempotency.StatusInProgress,
+func encodeClaim(c idemstore.Claim) ([]byte, error) {
+	return encodeRecord(idemstore.Record{
+		Owner: c.Owner, RequestHash: c.RequestHash, Status: idemstore.StatusInProgress,
 		CreatedAt: c.Now, LeaseUntil: c.LeaseUntil, ExpiresAt: c.ExpiresAt,
 	})
 }
@@ -54,16 +54,16 @@ func encodeClaim(c idempotency.Claim) ([]byte, error) {
 // encodeRecord returns rec in the record format. The complete script
 // builds a completed record from the in-progress one and the pieces of
 // encodeCompletion; the result is the same as this function's.
-func encodeRecord(rec idempotency.Record) ([]byte, error) {
+func encodeRecord(rec idemstore.Record) ([]byte, error) {
 	var status, flags byte
 	var code int
 	var headers map[string]string
 	var body string
 	lease := rec.LeaseUntil.UnixMicro()
 	switch rec.Status {
-	case idempotency.StatusInProgress:
+	case idemstore.StatusInProgress:
 		status = statusInProgress
-	case idempotency.StatusCompleted:
+	case idemstore.StatusCompleted:
 		if rec.Response == nil {
 			return nil, errors.New("a completed record needs its response")
 		}
@@ -106,7 +106,7 @@ func encodeRecord(rec idempotency.Record) ([]byte, error) {
 // in-progress record's fields: the flags byte; the lease (zero), expiry
 // and status code (16 bytes, offLease to fixedLen); and the headers. The
 // body follows them as it is.
-func encodeCompletion(resp idempotency.StoredResponse, expiresAt time.Time) (flags, times, headers []byte, err error) {
+func encodeCompletion(resp idemstore.Response, expiresAt time.Time) (flags, times, headers []byte, err error) {
 	if err := checkCode(resp.StatusCode); err != nil {
 		return nil, nil, nil, err
 	}
@@ -175,11 +175,11 @@ func appendString16(b []byte, s string) []byte {
 // decodeRecord reads a record value. The strings of the record (hash,
 // owner, headers, body) share v's memory: a replay costs the reply, the
 // header map and nothing else.
-func decodeRecord(userID, key, v string) (idempotency.Record, error) {
+func decodeRecord(userID, key, v string) (idemstore.Record, error) {
 	if len(v) < minRecordLen || v[offVersion] != recordVersion {
-		return idempotency.Record{}, notRecord(v, "unknown format")
+		return idemstore.Record{}, notRecord(v, "unknown format")
 	}
-	rec := idempotency.Record{
+	rec := idemstore.Record{
 		UserID:    userID,
 		Key:       key,
 		CreatedAt: time.UnixMicro(be64(v, offCreated)).UTC(),
@@ -188,25 +188,25 @@ func decodeRecord(userID, key, v string) (idempotency.Record, error) {
 	pos := fixedLen
 	var ok bool
 	if rec.RequestHash, pos, ok = string16(v, pos); !ok {
-		return idempotency.Record{}, notRecord(v, "truncated request hash")
+		return idemstore.Record{}, notRecord(v, "truncated request hash")
 	}
 	if rec.Owner, pos, ok = string16(v, pos); !ok {
-		return idempotency.Record{}, notRecord(v, "truncated owner")
+		return idemstore.Record{}, notRecord(v, "truncated owner")
 	}
 	if pos+2 > len(v) {
-		return idempotency.Record{}, notRecord(v, "truncated headers")
+		return idemstore.Record{}, notRecord(v, "truncated headers")
 	}
 	switch v[offStatus] {
 	case statusInProgress:
-		rec.Status = idempotency.StatusInProgress
+		rec.Status = idemstore.StatusInProgress
 		rec.LeaseUntil = time.UnixMicro(be64(v, offLease)).UTC()
 		return rec, nil
 	case statusCompleted:
-		rec.Status = idempotency.StatusCompleted
+		rec.Status = idemstore.StatusCompleted
 	default:
-		return idempotency.Record{}, notRecord(v, "unknown status")
+		return idemstore.Record{}, notRecord(v, "unknown status")
 	}
-	resp := &idempotency.StoredResponse{
+	resp := &idemstore.Response{
 		StatusCode:      int(int32(uint32(v[offCode])<<24 | uint32(v[offCode+1])<<16 | uint32(v[offCode+2])<<8 | uint32(v[offCode+3]))),
 		IsBase64Encoded: v[offFlags]&flagBodyBase64 != 0,
 		NotKept:         v[offFlags]&flagNotKept != 0,
@@ -218,10 +218,10 @@ func decodeRecord(userID, key, v string) (idempotency.Record, error) {
 		for range n {
 			var name, value string
 			if name, pos, ok = string32(v, pos); !ok {
-				return idempotency.Record{}, notRecord(v, "truncated header name")
+				return idemstore.Record{}, notRecord(v, "truncated header name")
 			}
 			if value, pos, ok = string32(v, pos); !ok {
-				return idempotency.Record{}, notRecord(v, "truncated header value")
+				return idemstore.Record{}, notRecord(v, "truncated header value")
 			}
 			resp.Headers[name] = value
 		}

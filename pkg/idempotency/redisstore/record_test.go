@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ichido/ichido/internal/redistest"
-	"github.com/ichido/ichido/pkg/idempotency"
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 )
 
 func allBytes() string {
@@ -23,30 +23,30 @@ func allBytes() string {
 	return b.String()
 }
 
-func sampleRecords() map[string]idempotency.Record {
+func sampleRecords() map[string]idemstore.Record {
 	at := time.Date(2100, 1, 2, 3, 4, 5, 678901000, time.UTC)
-	completed := func(resp idempotency.StoredResponse) idempotency.Record {
-		return idempotency.Record{Owner: "owner", RequestHash: strings.Repeat("ab", 32), Status: idempotency.StatusCompleted,
+	completed := func(resp idemstore.Response) idemstore.Record {
+		return idemstore.Record{Owner: "owner", RequestHash: strings.Repeat("ab", 32), Status: idemstore.StatusCompleted,
 			CreatedAt: at, ExpiresAt: at.Add(24 * time.Hour), Response: &resp}
 	}
-	return map[string]idempotency.Record{
-		"in progress": {Owner: "owner", RequestHash: strings.Repeat("ab", 32), Status: idempotency.StatusInProgress,
+	return map[string]idemstore.Record{
+		"in progress": {Owner: "owner", RequestHash: strings.Repeat("ab", 32), Status: idemstore.StatusInProgress,
 			CreatedAt: at, LeaseUntil: at.Add(12 * time.Second), ExpiresAt: at.Add(24 * time.Hour)},
 		"in progress, odd owner and hash": {Owner: allBytes() + strings.Repeat("o", 300), RequestHash: "\x00\xff",
-			Status: idempotency.StatusInProgress, CreatedAt: at, LeaseUntil: at, ExpiresAt: at},
-		"in progress, empty owner and hash": {Status: idempotency.StatusInProgress, CreatedAt: at, LeaseUntil: at, ExpiresAt: at},
-		"times before 1970": {Owner: "o", RequestHash: "h", Status: idempotency.StatusInProgress,
+			Status: idemstore.StatusInProgress, CreatedAt: at, LeaseUntil: at, ExpiresAt: at},
+		"in progress, empty owner and hash": {Status: idemstore.StatusInProgress, CreatedAt: at, LeaseUntil: at, ExpiresAt: at},
+		"times before 1970": {Owner: "o", RequestHash: "h", Status: idemstore.StatusInProgress,
 			CreatedAt: time.Date(1960, 1, 1, 0, 0, 0, 1000, time.UTC), LeaseUntil: time.UnixMicro(-1).UTC(), ExpiresAt: time.UnixMicro(0).UTC()},
-		"every byte value in the body": completed(idempotency.StoredResponse{StatusCode: 200, Body: allBytes() + allBytes()}),
-		"empty body":                   completed(idempotency.StoredResponse{StatusCode: 204}),
-		"large body":                   completed(idempotency.StoredResponse{StatusCode: 200, Body: strings.Repeat(allBytes(), 8<<10)}),
-		"base64 body":                  completed(idempotency.StoredResponse{StatusCode: 200, Body: "AAEC", IsBase64Encoded: true}),
-		"headers": completed(idempotency.StoredResponse{StatusCode: 201, Body: `{"id":"1"}`, Headers: map[string]string{
+		"every byte value in the body": completed(idemstore.Response{StatusCode: 200, Body: allBytes() + allBytes()}),
+		"empty body":                   completed(idemstore.Response{StatusCode: 204}),
+		"large body":                   completed(idemstore.Response{StatusCode: 200, Body: strings.Repeat(allBytes(), 8<<10)}),
+		"base64 body":                  completed(idemstore.Response{StatusCode: 200, Body: "AAEC", IsBase64Encoded: true}),
+		"headers": completed(idemstore.Response{StatusCode: 201, Body: `{"id":"1"}`, Headers: map[string]string{
 			"Content-Type": "application/json", "Location": "/tasks/1", "X-Raw": allBytes(), "": "", "X-Empty": "",
 			allBytes(): "name of every byte",
 		}}),
-		"odd status codes": completed(idempotency.StoredResponse{StatusCode: -1, Body: "x"}),
-		"largest code":     completed(idempotency.StoredResponse{StatusCode: math.MaxInt32}),
+		"odd status codes": completed(idemstore.Response{StatusCode: -1, Body: "x"}),
+		"largest code":     completed(idemstore.Response{StatusCode: math.MaxInt32}),
 	}
 }
 
@@ -60,7 +60,7 @@ func TestRecordRoundTrip(t *testing.T) {
 			require.NoError(t, err)
 			want := rec
 			want.UserID, want.Key = "user", "key"
-			if want.Status == idempotency.StatusCompleted {
+			if want.Status == idemstore.StatusCompleted {
 				want.LeaseUntil = time.Time{}
 				if len(want.Response.Headers) == 0 {
 					want.Response.Headers = nil
@@ -108,12 +108,12 @@ func TestRecordRejects(t *testing.T) {
 		require.ErrorIs(t, err, errNotRecord, name)
 	}
 
-	for name, bad := range map[string]idempotency.Record{
-		"owner too long":    {Owner: strings.Repeat("o", math.MaxUint16+1), Status: idempotency.StatusInProgress},
-		"hash too long":     {RequestHash: strings.Repeat("h", math.MaxUint16+1), Status: idempotency.StatusInProgress},
+	for name, bad := range map[string]idemstore.Record{
+		"owner too long":    {Owner: strings.Repeat("o", math.MaxUint16+1), Status: idemstore.StatusInProgress},
+		"hash too long":     {RequestHash: strings.Repeat("h", math.MaxUint16+1), Status: idemstore.StatusInProgress},
 		"no status":         {},
-		"no response":       {Status: idempotency.StatusCompleted},
-		"code out of range": {Status: idempotency.StatusCompleted, Response: &idempotency.StoredResponse{StatusCode: math.MaxInt32 + 1}},
+		"no response":       {Status: idemstore.StatusCompleted},
+		"code out of range": {Status: idemstore.StatusCompleted, Response: &idemstore.Response{StatusCode: math.MaxInt32 + 1}},
 	} {
 		_, err := encodeRecord(bad)
 		require.Error(t, err, name)
@@ -154,7 +154,7 @@ func FuzzDecodeRecord(f *testing.F) {
 		if rec.Response != nil && len(rec.Response.Headers) == 0 {
 			rec.Response.Headers = nil
 		}
-		if rec.Status == idempotency.StatusCompleted {
+		if rec.Status == idemstore.StatusCompleted {
 			rec.LeaseUntil = time.Time{}
 		}
 		require.Equal(t, rec, rec2)
@@ -184,7 +184,7 @@ func completesInFormat(t *testing.T, client *redis.Client, native bool) {
 			if rec.Response != nil && len(rec.Response.Headers) > 1 {
 				t.Skip("the order of several headers is not fixed")
 			}
-			c := idempotency.Claim{Ref: idempotency.Ref{UserID: "u", Key: name, Owner: rec.Owner}, RequestHash: rec.RequestHash,
+			c := idemstore.Claim{Ref: idemstore.Ref{UserID: "u", Key: name, Owner: rec.Owner}, RequestHash: rec.RequestHash,
 				Now: rec.CreatedAt, LeaseUntil: rec.CreatedAt.Add(time.Minute), ExpiresAt: rec.CreatedAt.Add(time.Hour)}
 			res, err := st.Claim(ctx, c)
 			require.NoError(t, err)
@@ -197,7 +197,7 @@ func completesInFormat(t *testing.T, client *redis.Client, native bool) {
 				require.NoError(t, st.Release(ctx, c.Ref))
 				return
 			}
-			require.NoError(t, st.Complete(ctx, idempotency.Completion{Ref: c.Ref, Response: *rec.Response, Now: c.Now, ExpiresAt: rec.ExpiresAt}))
+			require.NoError(t, st.Complete(ctx, idemstore.Completion{Ref: c.Ref, Response: *rec.Response, Now: c.Now, ExpiresAt: rec.ExpiresAt}))
 			want, err = encodeRecord(rec)
 			require.NoError(t, err)
 			require.Equal(t, string(want), client.Get(ctx, key).Val())

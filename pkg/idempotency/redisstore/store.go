@@ -1,6 +1,6 @@
 // Package redisstore keeps idempotency records in Redis or Valkey (Amazon
 // ElastiCache), the second store that ADR 009 names for growth past about
-// 10,000 monthly active users. It implements the same idempotency.Store
+// 10,000 monthly active users. It implements the same idemstore.Store
 // contract as package pgstore and passes the same conformance suite, so a
 // handler wrapped by idempotency.Wrap does not change when the store does.
 // It needs Redis 7.0 or later, or Valkey (SET with both NX and GET); on
@@ -73,7 +73,7 @@
 //	0      1 byte   format version, 1
 //	1      1 byte   status: 'p' in progress, 'c' completed
 //	2      1 byte   flags: bit 0 set when the body is base64 (the handler's flag),
-//	                bit 1 on the not-kept marker (StoredResponse.NotKept)
+//	                bit 1 on the not-kept marker (idemstore.Response.NotKept)
 //	3      8 bytes  created at
 //	11     8 bytes  lease until (0 once completed)
 //	19     8 bytes  expires at
@@ -90,7 +90,7 @@
 // a decoded record share the reply's memory. A value of another version,
 // or one too short for its lengths, is not a record, nor is a key of
 // another type (a hash, a list): the store answers with a
-// *idempotency.StoreError and leaves it alone. A later format takes the
+// *idemstore.Error and leaves it alone. A later format takes the
 // next version number; docs/versioning.md says what is promised across
 // versions.
 package redisstore
@@ -106,9 +106,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/ichido/ichido/pkg/idempotency"
 )
 
 // DefaultKeyPrefix is the prefix of every record's key when
@@ -127,7 +126,7 @@ type Options struct {
 	// MaxRecordBytes is the largest record Complete writes: the record
 	// format's fields, the headers and the body. A larger response is
 	// refused before anything is sent, with a permanent
-	// *idempotency.StoreError wrapping idempotency.ErrTooLarge, and the
+	// *idemstore.Error wrapping idemstore.ErrTooLarge, and the
 	// record is completed with the not-kept marker instead. Defaults to
 	// 511 MiB (DefaultMaxRecordBytes), under the 512 MB that a Redis string
 	// and a request argument (proto-max-bulk-len) hold by default; set it
@@ -140,7 +139,7 @@ type Options struct {
 // 511 MiB, under Redis's default 512 MB limit of a string value.
 const DefaultMaxRecordBytes = 511 << 20
 
-// Store is an idempotency.Store on Redis or Valkey. It is safe for
+// Store is an idemstore.Store on Redis or Valkey. It is safe for
 // concurrent use.
 type Store struct {
 	client    redis.UniversalClient
@@ -154,7 +153,7 @@ type Store struct {
 	pending pendingRuns
 }
 
-var _ idempotency.Store = (*Store)(nil)
+var _ idemstore.Store = (*Store)(nil)
 
 // New returns a Store that keeps its records through client: a
 // *redis.Client for a single endpoint (ElastiCache Serverless, the primary
@@ -204,20 +203,20 @@ var (
 	renewScript = newScript(renewLua)
 )
 
-// Claim implements idempotency.Store.
-func (s *Store) Claim(ctx context.Context, c idempotency.Claim) (idempotency.ClaimResult, error) {
+// Claim implements idemstore.Store.
+func (s *Store) Claim(ctx context.Context, c idemstore.Claim) (idemstore.ClaimResult, error) {
 	if err := ctx.Err(); err != nil {
-		return idempotency.ClaimResult{}, storeError(ctx, "claim", err)
+		return idemstore.ClaimResult{}, storeError(ctx, "claim", err)
 	}
 	value, err := encodeClaim(c)
 	if err != nil {
-		return idempotency.ClaimResult{}, storeError(ctx, "claim", err)
+		return idemstore.ClaimResult{}, storeError(ctx, "claim", err)
 	}
 	key := s.Key(c.UserID, c.Key)
 	ttl := ttlMillis(c.Now, later(c.LeaseUntil, c.ExpiresAt))
 	res, err := s.claim(ctx, key, c, value, ttl)
 	if err != nil {
-		return idempotency.ClaimResult{}, storeError(ctx, "claim", err)
+		return idemstore.ClaimResult{}, storeError(ctx, "claim", err)
 	}
 	return res, nil
 }
@@ -225,7 +224,7 @@ func (s *Store) Claim(ctx context.Context, c idempotency.Claim) (idempotency.Cla
 // remember keeps the in-progress record value that c's claim wrote at key,
 // for a completion with SET … IFEQ, unless the server is known not to have
 // it.
-func (s *Store) remember(key string, c idempotency.Claim, value []byte) {
+func (s *Store) remember(key string, c idemstore.Claim, value []byte) {
 	if s.native.Load() != nativeOff {
 		s.pending.put(key, c.Owner, value, later(c.LeaseUntil, c.ExpiresAt))
 	}
@@ -233,7 +232,7 @@ func (s *Store) remember(key string, c idempotency.Claim, value []byte) {
 
 // claim is Claim's one SET, and the takeover script when the record found
 // is absent by the caller's clock.
-func (s *Store) claim(ctx context.Context, key string, c idempotency.Claim, value []byte, ttl int64) (idempotency.ClaimResult, error) {
+func (s *Store) claim(ctx context.Context, key string, c idemstore.Claim, value []byte, ttl int64) (idemstore.ClaimResult, error) {
 	set := redis.NewStringCmd(ctx, "set", key, value, "nx", "px", ttl, "get")
 	_ = s.client.Process(ctx, set)
 	cur, err := set.Result()
@@ -242,11 +241,11 @@ func (s *Store) claim(ctx context.Context, key string, c idempotency.Claim, valu
 		return c.Inserted(), nil
 	}
 	if err != nil {
-		return idempotency.ClaimResult{}, err
+		return idemstore.ClaimResult{}, err
 	}
 	rec, err := decodeRecord(c.UserID, c.Key, cur)
 	if err != nil {
-		return idempotency.ClaimResult{}, err
+		return idemstore.ClaimResult{}, err
 	}
 	if rec.Live(time.UnixMicro(c.Now.UnixMicro())) { // the record's times are whole µs
 		res := c.Found(rec)
@@ -257,7 +256,7 @@ func (s *Store) claim(ctx context.Context, key string, c idempotency.Claim, valu
 	}
 	reply, err := takeoverScript.Run(ctx, s.client, []string{key}, value, c.Now.UnixMicro(), ttl).Result()
 	if err != nil {
-		return idempotency.ClaimResult{}, err
+		return idemstore.ClaimResult{}, err
 	}
 	switch r := reply.(type) {
 	case int64:
@@ -267,19 +266,19 @@ func (s *Store) claim(ctx context.Context, key string, c idempotency.Claim, valu
 		// Live by the earlier of the two clocks: the answer, whatever the
 		// caller's clock says.
 		if rec, err = decodeRecord(c.UserID, c.Key, r); err != nil {
-			return idempotency.ClaimResult{}, err
+			return idemstore.ClaimResult{}, err
 		}
 		return c.Found(rec), nil
 	default:
-		return idempotency.ClaimResult{}, fmt.Errorf("malformed takeover reply: %T", reply)
+		return idemstore.ClaimResult{}, fmt.Errorf("malformed takeover reply: %T", reply)
 	}
 }
 
-// Complete implements idempotency.Store. The write is fenced by the owner
+// Complete implements idemstore.Store. The write is fenced by the owner
 // token and the in-progress status, not by the lease: an owner whose lease
 // ran out may still complete while nobody has taken the record over, as in
 // package pgstore. Completion.Now is not consulted.
-func (s *Store) Complete(ctx context.Context, c idempotency.Completion) error {
+func (s *Store) Complete(ctx context.Context, c idemstore.Completion) error {
 	if err := ctx.Err(); err != nil {
 		return storeError(ctx, "complete", err)
 	}
@@ -290,7 +289,7 @@ func (s *Store) Complete(ctx context.Context, c idempotency.Completion) error {
 	// The record keeps the claim's request hash (64 bytes) and owner
 	// token, as in progress.
 	if size := minRecordLen + 64 + len(c.Owner) + len(headers) + len(c.Response.Body); size > s.maxRecord {
-		return storeError(ctx, "complete", fmt.Errorf("%w: the record would be %d bytes, the most this store writes is %d (Options.MaxRecordBytes)", idempotency.ErrTooLarge, size, s.maxRecord))
+		return storeError(ctx, "complete", fmt.Errorf("%w: the record would be %d bytes, the most this store writes is %d (Options.MaxRecordBytes)", idemstore.ErrTooLarge, size, s.maxRecord))
 	}
 	key := s.Key(c.UserID, c.Key)
 	ttl := ttlMillis(c.Now, c.ExpiresAt)
@@ -306,13 +305,13 @@ func (s *Store) Complete(ctx context.Context, c idempotency.Completion) error {
 		return storeError(ctx, "complete", err)
 	}
 	if n == 0 {
-		return idempotency.ErrLeaseLost
+		return idemstore.ErrLeaseLost
 	}
 	return nil
 }
 
-// Release implements idempotency.Store.
-func (s *Store) Release(ctx context.Context, r idempotency.Ref) error {
+// Release implements idemstore.Store.
+func (s *Store) Release(ctx context.Context, r idemstore.Ref) error {
 	if err := ctx.Err(); err != nil {
 		return storeError(ctx, "release", err)
 	}
@@ -323,16 +322,16 @@ func (s *Store) Release(ctx context.Context, r idempotency.Ref) error {
 		return storeError(ctx, "release", err)
 	}
 	if n == 0 {
-		return idempotency.ErrLeaseLost
+		return idemstore.ErrLeaseLost
 	}
 	return nil
 }
 
-// Renew implements idempotency.Store: the lease of the caller's in-progress
+// Renew implements idemstore.Store: the lease of the caller's in-progress
 // record moves to r.LeaseUntil (and its expires at too, when the lease
 // reaches past it); the key then lives at least until the new lease,
 // counted from r.Now on the server's clock.
-func (s *Store) Renew(ctx context.Context, r idempotency.Renewal) error {
+func (s *Store) Renew(ctx context.Context, r idemstore.Renewal) error {
 	if err := ctx.Err(); err != nil {
 		return storeError(ctx, "renew", err)
 	}
@@ -349,14 +348,14 @@ func (s *Store) Renew(ctx context.Context, r idempotency.Renewal) error {
 	}
 	if n == 0 {
 		s.pending.forget(key, r.Owner)
-		return idempotency.ErrLeaseLost
+		return idemstore.ErrLeaseLost
 	}
 	s.pending.renewed(key, r.Owner, lease)
 	return nil
 }
 
 // storeError is the one place where a client error becomes a
-// *idempotency.StoreError. A cancelled or expired context stays visible to
+// *idemstore.Error. A cancelled or expired context stays visible to
 // errors.Is, and the failures an operator can act on get a message that says
 // what to do. The failures no retry can cure are marked Permanent: refused
 // credentials and ACLs, commands the server does not have, a value under
@@ -368,7 +367,7 @@ func storeError(ctx context.Context, op string, err error) error {
 	}
 	permanent := false
 	switch {
-	case errors.Is(err, idempotency.ErrTooLarge):
+	case errors.Is(err, idemstore.ErrTooLarge):
 		permanent = true
 	case errors.Is(err, redis.Nil):
 		err = fmt.Errorf("the server returned no reply to the %s script: %w", op, err)
@@ -389,7 +388,7 @@ func storeError(ctx context.Context, op string, err error) error {
 	case redis.HasErrorPrefix(err, "READONLY"):
 		err = fmt.Errorf("the server is a read-only replica; use the primary endpoint: %w", err)
 	case strings.Contains(err.Error(), "invalid bulk length"), strings.Contains(err.Error(), "exceeds maximum allowed size"):
-		err = fmt.Errorf("%w: the server refused the value as too large (lower Options.MaxRecordBytes to the server's limit): %w", idempotency.ErrTooLarge, err)
+		err = fmt.Errorf("%w: the server refused the value as too large (lower Options.MaxRecordBytes to the server's limit): %w", idemstore.ErrTooLarge, err)
 		permanent = true
 	case op == "claim" && redis.HasErrorPrefix(err, "syntax error"):
 		err = fmt.Errorf("the server refused SET with NX and GET (it needs Redis 7.0 or later, or Valkey): %w", err)
@@ -398,7 +397,7 @@ func storeError(ctx context.Context, op string, err error) error {
 		err = fmt.Errorf("the server does not know a command the store needs: %w", err)
 		permanent = true
 	}
-	return &idempotency.StoreError{Op: op, Err: err, Permanent: permanent && ctxErr == nil}
+	return &idemstore.Error{Op: op, Err: err, Permanent: permanent && ctxErr == nil}
 }
 
 // ttlMillis is the time from now to t in whole milliseconds, rounded up,

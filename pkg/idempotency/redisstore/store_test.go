@@ -17,7 +17,7 @@ import (
 
 	"github.com/ichido/ichido/internal/pgtest"
 	"github.com/ichido/ichido/internal/redistest"
-	"github.com/ichido/ichido/pkg/idempotency"
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/redisstore"
 	"github.com/ichido/ichido/pkg/idempotency/storetest"
 )
@@ -36,7 +36,7 @@ func TestMain(m *testing.M) {
 
 // newBrokenStore returns a store whose client points at a port nothing
 // listens on.
-func newBrokenStore(t *testing.T) idempotency.Store {
+func newBrokenStore(t *testing.T) idemstore.Store {
 	port, err := pgtest.FreePort()
 	require.NoError(t, err)
 	c := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", port), DialTimeout: time.Second, MaxRetries: -1})
@@ -47,7 +47,7 @@ func newBrokenStore(t *testing.T) idempotency.Store {
 // newMisconfiguredStore returns a store that logs in as an ACL user of its
 // own which may only PING: every command of the store is refused with
 // NOPERM.
-func newMisconfiguredStore(t *testing.T) idempotency.Store {
+func newMisconfiguredStore(t *testing.T) idemstore.Store {
 	admin := redistest.NewClient(t)
 	ctx := context.Background()
 	user := "nogrant-" + uuid.NewString()
@@ -115,9 +115,9 @@ func hasIFEQ(t testing.TB, c *redis.Client) bool {
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	onEachServer(t, func(t *testing.T, srv server) {
-		storetest.RunWithOptions(t, func(t *testing.T) idempotency.Store {
+		storetest.Run(t, storetest.Config{Parts: storetest.Contract, New: func(t *testing.T) idemstore.Store {
 			return redisstore.New(srv.client(t), &redisstore.Options{MaxRecordBytes: tooLargeBody})
-		}, storetest.Options{NewBrokenStore: newBrokenStore, NewMisconfiguredStore: newMisconfiguredStore, TooLargeBody: tooLargeBody})
+		}, NewBrokenStore: newBrokenStore, NewMisconfiguredStore: newMisconfiguredStore, TooLargeBody: tooLargeBody})
 	})
 }
 
@@ -126,26 +126,26 @@ func TestConformance(t *testing.T) {
 func TestConformanceFromEnv(t *testing.T) {
 	t.Parallel()
 	url := redistest.URL(t)
-	storetest.Run(t, func(t *testing.T) idempotency.Store {
+	storetest.Run(t, storetest.Config{Parts: storetest.Contract, New: func(t *testing.T) idemstore.Store {
 		c, err := redisstore.ClientFromEnv(func(string) string { return url })
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = c.Close() })
 		return redisstore.New(c, &redisstore.Options{KeyPrefix: "env-test:"})
-	})
+	}})
 }
 
-func newRef() idempotency.Ref {
-	return idempotency.Ref{UserID: uuid.NewString(), Key: uuid.NewString(), Owner: uuid.NewString()}
+func newRef() idemstore.Ref {
+	return idemstore.Ref{UserID: uuid.NewString(), Key: uuid.NewString(), Owner: uuid.NewString()}
 }
 
-func claimAt(r idempotency.Ref, now time.Time, lease, ttl time.Duration) idempotency.Claim {
-	return idempotency.Claim{Ref: r, RequestHash: "h", Now: now, LeaseUntil: now.Add(lease), ExpiresAt: now.Add(ttl)}
+func claimAt(r idemstore.Ref, now time.Time, lease, ttl time.Duration) idemstore.Claim {
+	return idemstore.Claim{Ref: r, RequestHash: "h", Now: now, LeaseUntil: now.Add(lease), ExpiresAt: now.Add(ttl)}
 }
 
-// requireStoreError checks that err is a *StoreError of op.
-func requireStoreError(t *testing.T, err error, op string) *idempotency.StoreError {
+// requireStoreError checks that err is a *idemstore.Error of op.
+func requireStoreError(t *testing.T, err error, op string) *idemstore.Error {
 	t.Helper()
-	var se *idempotency.StoreError
+	var se *idemstore.Error
 	require.ErrorAs(t, err, &se)
 	require.Equal(t, op, se.Op)
 	return se
@@ -166,9 +166,9 @@ func TestStoppedServer(t *testing.T) {
 	srv.Stop()
 	_, err = st.Claim(ctx, claim)
 	requireStoreError(t, err, "claim")
-	err = st.Complete(ctx, idempotency.Completion{Ref: claim.Ref, Response: idempotency.StoredResponse{StatusCode: 201}, Now: claim.Now, ExpiresAt: claim.ExpiresAt})
+	err = st.Complete(ctx, idemstore.Completion{Ref: claim.Ref, Response: idemstore.Response{StatusCode: 201}, Now: claim.Now, ExpiresAt: claim.ExpiresAt})
 	requireStoreError(t, err, "complete")
-	require.NotErrorIs(t, err, idempotency.ErrLeaseLost)
+	require.NotErrorIs(t, err, idemstore.ErrLeaseLost)
 	requireStoreError(t, st.Release(ctx, claim.Ref), "release")
 }
 
@@ -220,7 +220,7 @@ func TestKeyExpiry(t *testing.T) {
 			key := st.Key(c.UserID, c.Key)
 			requirePTTL(t, key, now.Add(max(tc.lease, tc.ttl)))
 
-			done := idempotency.Completion{Ref: c.Ref, Response: idempotency.StoredResponse{StatusCode: 201, Body: "{}"},
+			done := idemstore.Completion{Ref: c.Ref, Response: idemstore.Response{StatusCode: 201, Body: "{}"},
 				Now: now.Add(time.Second), ExpiresAt: now.Add(time.Second + 90*time.Minute)}
 			require.NoError(t, st.Complete(ctx, done))
 			requirePTTL(t, key, done.ExpiresAt)
@@ -290,8 +290,8 @@ func TestRecordLayout(t *testing.T) {
 
 	body := "{\"a\": 1}\x00\xff raw"
 	done := now.Add(2 * time.Hour)
-	require.NoError(t, st.Complete(ctx, idempotency.Completion{Ref: ref, Now: now, ExpiresAt: done,
-		Response: idempotency.StoredResponse{StatusCode: 201, Headers: map[string]string{"Content-Type": "application/json"}, Body: body, IsBase64Encoded: true}}))
+	require.NoError(t, st.Complete(ctx, idemstore.Completion{Ref: ref, Now: now, ExpiresAt: done,
+		Response: idemstore.Response{StatusCode: 201, Headers: map[string]string{"Content-Type": "application/json"}, Body: body, IsBase64Encoded: true}}))
 	require.Equal(t, cat(
 		[]byte{1, 'c', 1}, u64(now), make([]byte, 8), u64(done), []byte{0, 0, 0, 201},
 		str16("h"), str16(ref.Owner), []byte{0, 1}, str32("Content-Type"), str32("application/json"), []byte(body),
@@ -305,7 +305,7 @@ func TestReplayByteForByte(t *testing.T) {
 	st := redisstore.New(redistest.NewClient(t), nil)
 	ctx := context.Background()
 	now := time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
-	for name, resp := range map[string]idempotency.StoredResponse{
+	for name, resp := range map[string]idemstore.Response{
 		"json":                  {StatusCode: 201, Headers: map[string]string{"Content-Type": "application/json", "Location": "/tasks/1"}, Body: `{ "b":1, "a" : [1.0, 2e3] }`},
 		"not json":              {StatusCode: 200, Headers: map[string]string{"Content-Type": "text/plain"}, Body: "plain text\r\n"},
 		"empty":                 {StatusCode: 204},
@@ -320,7 +320,7 @@ func TestReplayByteForByte(t *testing.T) {
 			c := claimAt(newRef(), now, time.Minute, time.Hour)
 			_, err := st.Claim(ctx, c)
 			require.NoError(t, err)
-			require.NoError(t, st.Complete(ctx, idempotency.Completion{Ref: c.Ref, Response: resp, Now: now, ExpiresAt: now.Add(time.Hour)}))
+			require.NoError(t, st.Complete(ctx, idemstore.Completion{Ref: c.Ref, Response: resp, Now: now, ExpiresAt: now.Add(time.Hour)}))
 			other := c
 			other.Owner = uuid.NewString()
 			res, err := st.Claim(ctx, other)
@@ -354,13 +354,13 @@ func TestScriptsReloaded(t *testing.T) {
 	_, err := st.Claim(ctx, c)
 	require.NoError(t, err)
 	require.NoError(t, client.ScriptFlush(ctx).Err())
-	require.NoError(t, st.Complete(ctx, idempotency.Completion{Ref: c.Ref, Response: idempotency.StoredResponse{StatusCode: 200}, Now: now, ExpiresAt: now.Add(time.Hour)}))
+	require.NoError(t, st.Complete(ctx, idemstore.Completion{Ref: c.Ref, Response: idemstore.Response{StatusCode: 200}, Now: now, ExpiresAt: now.Add(time.Hour)}))
 	require.NoError(t, client.ScriptFlush(ctx).Err())
 	res, err := st.Claim(ctx, c)
 	require.NoError(t, err)
-	require.Equal(t, idempotency.StatusCompleted, res.Record.Status)
+	require.Equal(t, idemstore.StatusCompleted, res.Record.Status)
 	require.NoError(t, client.ScriptFlush(ctx).Err())
-	require.ErrorIs(t, st.Release(ctx, c.Ref), idempotency.ErrLeaseLost)
+	require.ErrorIs(t, st.Release(ctx, c.Ref), idemstore.ErrLeaseLost)
 }
 
 // TestForeignValueIsStoreError checks that a value under the prefix that is
@@ -390,10 +390,10 @@ func TestForeignValueIsStoreError(t *testing.T) {
 			_, err := st.Claim(ctx, c)
 			se := requireStoreError(t, err, "claim")
 			require.Contains(t, se.Error(), "KeyPrefix")
-			se = requireStoreError(t, st.Complete(ctx, idempotency.Completion{Ref: c.Ref, Now: c.Now, ExpiresAt: c.ExpiresAt}), "complete")
+			se = requireStoreError(t, st.Complete(ctx, idemstore.Completion{Ref: c.Ref, Now: c.Now, ExpiresAt: c.ExpiresAt}), "complete")
 			require.Contains(t, se.Error(), "KeyPrefix")
 			requireStoreError(t, st.Release(ctx, c.Ref), "release")
-			requireStoreError(t, st.Renew(ctx, idempotency.Renewal{Ref: c.Ref, Now: c.Now, LeaseUntil: c.LeaseUntil.Add(time.Minute)}), "renew")
+			requireStoreError(t, st.Renew(ctx, idemstore.Renewal{Ref: c.Ref, Now: c.Now, LeaseUntil: c.LeaseUntil.Add(time.Minute)}), "renew")
 			require.Equal(t, typ, client.Type(ctx, key).Val(), "left alone")
 			require.Equal(t, dump, client.Dump(ctx, key).Val(), "left alone")
 		})
@@ -430,9 +430,9 @@ func TestCluster(t *testing.T) {
 	}
 	require.Greater(t, len(seen), 15, "one user's records spread over the slots")
 
-	storetest.Run(t, func(t *testing.T) idempotency.Store {
+	storetest.Run(t, storetest.Config{Parts: storetest.Contract, New: func(t *testing.T) idemstore.Store {
 		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{srv.Addr}})
 		t.Cleanup(func() { _ = c.Close() })
 		return redisstore.New(c, nil)
-	})
+	}})
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/pkg/idempotency"
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/redisstore"
 )
 
@@ -88,9 +88,9 @@ func hotPathIsOneCommand(t *testing.T, srv server) {
 	ctx := context.Background()
 	now := time.Now().Add(-time.Hour)
 	c := claimAt(newRef(), now, time.Minute, 24*time.Hour)
-	complete := func(ref idempotency.Ref) {
+	complete := func(ref idemstore.Ref) {
 		t.Helper()
-		require.NoError(t, st.Complete(ctx, idempotency.Completion{Ref: ref, Response: idempotency.StoredResponse{StatusCode: 201, Body: "{}"}, Now: now, ExpiresAt: now.Add(24 * time.Hour)}))
+		require.NoError(t, st.Complete(ctx, idemstore.Completion{Ref: ref, Response: idemstore.Response{StatusCode: 201, Body: "{}"}, Now: now, ExpiresAt: now.Add(24 * time.Hour)}))
 	}
 
 	res, err := st.Claim(ctx, c)
@@ -137,7 +137,7 @@ func hotPathIsOneCommand(t *testing.T, srv server) {
 
 // abandoned writes a claim whose lease ran out by the real clock, and
 // returns the claim of a newcomer that takes it over.
-func abandoned(t *testing.T, st *redisstore.Store) (old, next idempotency.Claim) {
+func abandoned(t *testing.T, st *redisstore.Store) (old, next idemstore.Claim) {
 	t.Helper()
 	now := time.Now()
 	old = claimAt(newRef(), now.Add(-time.Hour), time.Minute, 24*time.Hour)
@@ -176,7 +176,7 @@ func TestTakeover(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, next.Owner, rec.Owner)
 	require.True(t, next.Now.Truncate(time.Microsecond).Equal(rec.CreatedAt))
-	require.ErrorIs(t, st.Release(ctx, old.Ref), idempotency.ErrLeaseLost, "the old owner lost it")
+	require.ErrorIs(t, st.Release(ctx, old.Ref), idemstore.ErrLeaseLost, "the old owner lost it")
 }
 
 // TestTakeoverKeyVanished: the key expires (here: is deleted) between the
@@ -219,11 +219,11 @@ func TestTakeoverRaced(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, res.Claimed, "one winner")
 	require.Equal(t, rival.Owner, res.Record.Owner)
-	require.Equal(t, idempotency.StatusInProgress, res.Record.Status)
+	require.Equal(t, idemstore.StatusInProgress, res.Record.Status)
 }
 
 // withOwner is r with another owner token: a rival's or a stranger's.
-func withOwner(r idempotency.Ref) idempotency.Ref {
+func withOwner(r idemstore.Ref) idemstore.Ref {
 	r.Owner = uuid.NewString()
 	return r
 }

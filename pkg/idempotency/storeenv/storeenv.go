@@ -44,8 +44,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ichido/ichido/pkg/dbpool"
-	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/dynamostore"
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
 	"github.com/ichido/ichido/pkg/idempotency/redisstore"
 )
@@ -151,7 +151,7 @@ func Kind(getenv func(string) string) (string, error) {
 // call (the AWS SDK's default credentials: the function's role on Lambda). Errors for the environment match ErrEnv (and, for the
 // database variables, dbpool.ErrConfig); a database that cannot be reached
 // gives dbpool's error.
-func Open(ctx context.Context, getenv func(string) string, opts *Options) (idempotency.Store, func(), error) {
+func Open(ctx context.Context, getenv func(string) string, opts *Options) (idemstore.Store, func(), error) {
 	if opts == nil {
 		opts = &Options{}
 	}
@@ -194,7 +194,7 @@ func closeOnce(f func()) func() {
 }
 
 // openDynamoDB builds the dynamodb store on IDEMPOTENCY_TABLE in AWS_REGION.
-func openDynamoDB(ctx context.Context, getenv func(string) string, opts *dynamostore.Options) (idempotency.Store, func(), error) {
+func openDynamoDB(ctx context.Context, getenv func(string) string, opts *dynamostore.Options) (idemstore.Store, func(), error) {
 	cfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion(strings.TrimSpace(getenv("AWS_REGION"))))
 	if err != nil {
 		return nil, nil, fmt.Errorf("storeenv: the AWS SDK's settings for DynamoDB: %w", err)

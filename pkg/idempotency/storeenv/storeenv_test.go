@@ -14,6 +14,7 @@ import (
 	"github.com/ichido/ichido/internal/redistest"
 	"github.com/ichido/ichido/pkg/dbpool"
 	"github.com/ichido/ichido/pkg/idempotency"
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
 	"github.com/ichido/ichido/pkg/idempotency/redisstore"
 	"github.com/ichido/ichido/pkg/idempotency/storeenv"
@@ -63,7 +64,7 @@ func TestKind(t *testing.T) {
 }
 
 // replays wraps a handler with store and checks that a retry replays.
-func replays(t *testing.T, store idempotency.Store) {
+func replays(t *testing.T, store idemstore.Store) {
 	t.Helper()
 	runs := 0
 	h, err := idempotency.Wrap(func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {

@@ -1,4 +1,4 @@
-package idempotencytest
+package storetest
 
 import (
 	"context"
@@ -13,16 +13,17 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/internal/apigw"
 	"github.com/ichido/ichido/pkg/idempotency"
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
+	"github.com/ichido/ichido/pkg/idempotency/internal/apigw"
 )
 
-// requireRecord checks, through the Store's idempotency.Admin capability
+// requireRecord checks, through the Store's idemstore.Admin capability
 // (every Store of this module has it; the check is skipped on one that does
 // not), that the record a request or call left is kept under userID and key.
-func requireRecord(t *testing.T, st *faultyStore, userID, key string, status idempotency.Status) {
+func requireRecord(t *testing.T, st *faultyStore, userID, key string, status idemstore.Status) {
 	t.Helper()
-	if _, ok := st.inner.(idempotency.Admin); !ok {
+	if _, ok := st.inner.(idemstore.Admin); !ok {
 		return
 	}
 	rec, found, err := st.Get(context.Background(), userID, key)
@@ -59,7 +60,7 @@ var adoptionCases = []behaviourCase{
 		require.EqualValues(t, 2, e.runs.Load())
 		require.Equal(t, []string{idempotency.SubjectUUID(alice.sub), idempotency.SubjectUUID(bob.sub)}, users)
 		require.NotEqual(t, users[0], users[1])
-		requireRecord(t, e.store, idempotency.SubjectUUID(alice.sub), e.key, idempotency.StatusCompleted)
+		requireRecord(t, e.store, idempotency.SubjectUUID(alice.sub), e.key, idemstore.StatusCompleted)
 		// A UUID subject is its own id, in any case.
 		upper := e.post(`{}`)
 		upper.sub = strings.ToUpper(e.user)
@@ -91,7 +92,7 @@ var adoptionCases = []behaviourCase{
 		requireReplay(t, first, e.do(inv, withKey(req, "Idempotency-Key", `"`+key+`"`)))
 		userID, recordKey, err := idempotency.HTTPRecordID(cfg, e.user, key)
 		require.NoError(t, err)
-		requireRecord(t, e.store, userID, recordKey, idempotency.StatusCompleted)
+		requireRecord(t, e.store, userID, recordKey, idemstore.StatusCompleted)
 
 		// Exact comparison: another case is another key.
 		upper := withKey(req, "Idempotency-Key", strings.ToUpper(key))
@@ -250,12 +251,12 @@ var adoptionCases = []behaviourCase{
 			userID, key, err := idempotency.HTTPRecordID(idempotency.Config{KeyPrefix: prefix}, e.user, e.key)
 			require.NoError(t, err)
 			require.NotEqual(t, e.key, key)
-			requireRecord(t, e.store, userID, key, idempotency.StatusCompleted)
+			requireRecord(t, e.store, userID, key, idemstore.StatusCompleted)
 		}
 		// Without a prefix, ADR 009's key is the record's.
 		unprefixed := e.do(e.wrap(e.respond(http.StatusCreated)), e.post(`{}`))
 		require.Empty(t, unprefixed.Headers.Get(idempotency.ReplayedHeader))
-		requireRecord(t, e.store, e.user, e.key, idempotency.StatusCompleted)
+		requireRecord(t, e.store, e.user, e.key, idemstore.StatusCompleted)
 	}},
 }
 
@@ -276,7 +277,7 @@ var functionAdoptionCases = []functionCase{
 		require.EqualValues(t, 1, again.Run)
 		for _, prefix := range []string{"orders", "billing"} {
 			userID, key := idempotency.FunctionRecordID(prefix, e.name, "", o.ID)
-			requireRecord(t, e.store, userID, key, idempotency.StatusCompleted)
+			requireRecord(t, e.store, userID, key, idemstore.StatusCompleted)
 		}
 	}},
 	{"FunctionRecordID names the record of a call and of an SQS message", func(t *testing.T, e *funcEnv) {
@@ -287,14 +288,14 @@ var functionAdoptionCases = []functionCase{
 		_, err := f(context.Background(), o)
 		require.NoError(t, err)
 		userID, key := idempotency.FunctionRecordID("", e.name, "tenant-7", o.ID)
-		requireRecord(t, e.store, userID, key, idempotency.StatusCompleted)
+		requireRecord(t, e.store, userID, key, idemstore.StatusCompleted)
 
 		h := e.batchHandler(nil)
 		m := sqsMessage(`{}`)
 		_, err = h(context.Background(), events.SQSEvent{Records: []events.SQSMessage{m}})
 		require.NoError(t, err)
 		userID, key = idempotency.FunctionRecordID("", e.name, "", m.MessageId)
-		requireRecord(t, e.store, userID, key, idempotency.StatusCompleted)
+		requireRecord(t, e.store, userID, key, idemstore.StatusCompleted)
 	}},
 	{"a call without a key runs unprotected when keys are optional", func(t *testing.T, e *funcEnv) {
 		f := e.newOrder(nil, func(c *idempotency.FunctionConfig[order]) { c.AllowMissingKey = true })

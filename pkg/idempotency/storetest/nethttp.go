@@ -1,4 +1,4 @@
-package idempotencytest
+package storetest
 
 import (
 	"bytes"
@@ -17,8 +17,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/internal/apigw"
 	"github.com/ichido/ichido/pkg/idempotency"
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
+	"github.com/ichido/ichido/pkg/idempotency/internal/apigw"
 )
 
 // Mount puts the idempotency middleware mw in front of h in a router and
@@ -32,7 +33,7 @@ func ServeMux(mw func(http.Handler) http.Handler, h http.Handler) http.Handler {
 	return mux
 }
 
-// RunMiddlewareBehaviour runs the HTTP behaviour table of RunHTTPBehaviour
+// runMiddleware runs the HTTP behaviour table of runHTTP
 // against idempotency.Middleware, over real HTTP (an httptest.Server),
 // mounted in a router by mount (ServeMux, or a chi router in a test of its
 // own), with the Store that newStore returns.
@@ -42,7 +43,7 @@ func ServeMux(mw func(http.Handler) http.Handler, h http.Handler) http.Handler {
 // a panic and releases the key), and the case sees the error again; a
 // panic goes on to the case the same way. The one case that has no HTTP
 // form, a body flagged base64 that is not base64, is left out.
-func RunMiddlewareBehaviour(t *testing.T, newStore func(t *testing.T) idempotency.Store, mount Mount) {
+func runMiddleware(t *testing.T, newStore func(t *testing.T) idemstore.Store, mount Mount) {
 	t.Helper()
 	runPayload(t, middlewarePayload("net/http", mount), newStore)
 }

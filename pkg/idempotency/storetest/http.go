@@ -1,4 +1,4 @@
-package idempotencytest
+package storetest
 
 import (
 	"context"
@@ -17,21 +17,22 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/internal/apigw"
 	"github.com/ichido/ichido/internal/capture"
-	"github.com/ichido/ichido/internal/problem"
 	"github.com/ichido/ichido/pkg/idempotency"
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
+	"github.com/ichido/ichido/pkg/idempotency/internal/apigw"
+	"github.com/ichido/ichido/pkg/idempotency/internal/problem"
 )
 
-// RunHTTPBehaviour runs the decorator's HTTP behaviour table against the
+// runHTTP runs the decorator's HTTP behaviour table against the
 // Store that newStore returns, once for each API Gateway payload version,
 // for a Lambda Function URL and an ALB target, and once through Middleware
-// over real HTTP (see RunMiddlewareBehaviour).
+// over real HTTP (see runMiddleware).
 // newStore is called once per payload version; the cases share that Store
 // and run in parallel, each with its own users and keys, its own clock and
 // its own view of the Store's calls, so the Store must be safe for
 // concurrent use (as every Store must).
-func RunHTTPBehaviour(t *testing.T, newStore func(t *testing.T) idempotency.Store) {
+func runHTTP(t *testing.T, newStore func(t *testing.T) idemstore.Store) {
 	t.Helper()
 	for _, p := range payloads {
 		runPayload(t, p, newStore)
@@ -39,7 +40,7 @@ func RunHTTPBehaviour(t *testing.T, newStore func(t *testing.T) idempotency.Stor
 }
 
 // runPayload runs the table, but the cases p has no form for, through p.
-func runPayload(t *testing.T, p payload, newStore func(t *testing.T) idempotency.Store) {
+func runPayload(t *testing.T, p payload, newStore func(t *testing.T) idemstore.Store) {
 	t.Run(p.name, func(t *testing.T) {
 		t.Parallel()
 		store := newStore(t)
@@ -69,7 +70,7 @@ type env struct {
 	key     string
 }
 
-func newEnv(t *testing.T, p payload, store idempotency.Store) *env {
+func newEnv(t *testing.T, p payload, store idemstore.Store) *env {
 	return &env{
 		t:       t,
 		p:       p,

@@ -15,22 +15,23 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ichido/ichido/pkg/idempotency"
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 )
 
 // The cases of the contract's failure side: the not-kept marker, the
 // largest record, permanent errors and CheckStore.
 
-// notKeptMarker: a completion with StoredResponse.NotKept is kept with its
+// notKeptMarker: a completion with idemstore.Response.NotKept is kept with its
 // mark and status, and the next claim returns both.
 func (s suite) notKeptMarker(t *testing.T) {
 	st := s.newStore(t)
 	r := newRef()
 	mustClaim(t, st, claimAt(r, hash("a"), base))
-	marker := idempotency.StoredResponse{StatusCode: http.StatusCreated, NotKept: true}
+	marker := idemstore.Response{StatusCode: http.StatusCreated, NotKept: true}
 	require.NoError(t, st.Complete(context.Background(), completionAt(r, marker, base)))
 	res := mustClaim(t, st, claimAt(withOwner(r), hash("a"), base.Add(time.Second)))
 	require.False(t, res.Claimed)
-	require.Equal(t, idempotency.StatusCompleted, res.Record.Status)
+	require.Equal(t, idemstore.StatusCompleted, res.Record.Status)
 	require.NotNil(t, res.Record.Response)
 	require.True(t, res.Record.Response.NotKept, "the mark is kept")
 	require.Equal(t, http.StatusCreated, res.Record.Response.StatusCode)
@@ -45,40 +46,40 @@ func (s suite) notKeptMarker(t *testing.T) {
 }
 
 // tooLarge: a response over the store's largest record is refused with a
-// permanent StoreError wrapping ErrTooLarge; nothing is written, the record
+// permanent idemstore.Error wrapping ErrTooLarge; nothing is written, the record
 // stays the owner's, and the marker then completes it.
 func (s suite) tooLarge(t *testing.T) {
 	if s.opts.TooLargeBody <= 0 {
-		t.Skip("storetest: Options.TooLargeBody not given")
+		t.Skip("storetest: Config.TooLargeBody not given")
 	}
 	st := s.newStore(t)
 	r := newRef()
 	mustClaim(t, st, claimAt(r, hash("a"), base))
-	big := idempotency.StoredResponse{StatusCode: http.StatusOK, Headers: map[string]string{"Content-Type": "text/plain"}, Body: strings.Repeat("x", s.opts.TooLargeBody)}
+	big := idemstore.Response{StatusCode: http.StatusOK, Headers: map[string]string{"Content-Type": "text/plain"}, Body: strings.Repeat("x", s.opts.TooLargeBody)}
 	err := st.Complete(context.Background(), completionAt(r, big, base))
-	require.ErrorIs(t, err, idempotency.ErrTooLarge)
+	require.ErrorIs(t, err, idemstore.ErrTooLarge)
 	requireStoreError(t, err, "complete")
-	require.True(t, idempotency.IsPermanent(err), "too large is permanent: %v", err)
+	require.True(t, idemstore.IsPermanent(err), "too large is permanent: %v", err)
 
 	// Nothing was written: the record is still in progress, the owner's.
 	res := mustClaim(t, st, claimAt(withOwner(r), hash("a"), base.Add(time.Second)))
 	require.False(t, res.Claimed)
-	require.Equal(t, idempotency.StatusInProgress, res.Record.Status)
+	require.Equal(t, idemstore.StatusInProgress, res.Record.Status)
 	res = mustClaim(t, st, claimAt(r, hash("a"), base.Add(time.Second)))
 	require.True(t, res.Claimed, "the owner still holds it")
 
-	marker := idempotency.StoredResponse{StatusCode: http.StatusOK, NotKept: true}
+	marker := idemstore.Response{StatusCode: http.StatusOK, NotKept: true}
 	require.NoError(t, st.Complete(context.Background(), completionAt(r, marker, base.Add(2*time.Second))))
 	res = mustClaim(t, st, claimAt(withOwner(r), hash("a"), base.Add(3*time.Second)))
-	require.Equal(t, idempotency.StatusCompleted, res.Record.Status)
+	require.Equal(t, idemstore.StatusCompleted, res.Record.Status)
 	require.True(t, res.Record.Response.NotKept)
 }
 
 // misconfigured: every method of a store refused for good fails with a
-// permanent StoreError, and CheckStore says so.
+// permanent idemstore.Error, and CheckStore says so.
 func (s suite) misconfigured(t *testing.T) {
 	if s.opts.NewMisconfiguredStore == nil {
-		t.Skip("storetest: Options.NewMisconfiguredStore not given")
+		t.Skip("storetest: Config.NewMisconfiguredStore not given")
 	}
 	st := s.opts.NewMisconfiguredStore(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -87,16 +88,16 @@ func (s suite) misconfigured(t *testing.T) {
 	res, err := st.Claim(ctx, c)
 	requireStoreError(t, err, "claim")
 	require.False(t, res.Claimed)
-	require.True(t, idempotency.IsPermanent(err), "claim: %v", err)
+	require.True(t, idemstore.IsPermanent(err), "claim: %v", err)
 	err = st.Complete(ctx, completionAt(c.Ref, jsonResponse, base))
 	requireStoreError(t, err, "complete")
-	require.True(t, idempotency.IsPermanent(err), "complete: %v", err)
+	require.True(t, idemstore.IsPermanent(err), "complete: %v", err)
 	err = st.Release(ctx, c.Ref)
 	requireStoreError(t, err, "release")
-	require.True(t, idempotency.IsPermanent(err), "release: %v", err)
+	require.True(t, idemstore.IsPermanent(err), "release: %v", err)
 	err = idempotency.CheckStore(ctx, st)
 	require.Error(t, err)
-	require.True(t, idempotency.IsPermanent(err), "CheckStore: %v", err)
+	require.True(t, idemstore.IsPermanent(err), "CheckStore: %v", err)
 }
 
 // checkStore: CheckStore passes on a working store, and its probe leaves
@@ -112,34 +113,34 @@ func (s suite) checkStore(t *testing.T) {
 	// The caller's own record is untouched.
 	res := mustClaim(t, st, claimAt(withOwner(r), hash("a"), base.Add(time.Second)))
 	require.False(t, res.Claimed)
-	require.Equal(t, idempotency.StatusInProgress, res.Record.Status)
+	require.Equal(t, idemstore.StatusInProgress, res.Record.Status)
 	require.NoError(t, st.Release(ctx, r))
 }
 
 // countingStore counts the claims a store receives.
 type countingStore struct {
-	idempotency.Store
+	idemstore.Store
 	claims atomic.Int32
 }
 
-func (c *countingStore) Claim(ctx context.Context, cl idempotency.Claim) (idempotency.ClaimResult, error) {
+func (c *countingStore) Claim(ctx context.Context, cl idemstore.Claim) (idemstore.ClaimResult, error) {
 	c.claims.Add(1)
 	return c.Store.Claim(ctx, cl)
 }
 
 func (s suite) decoratorPermanent(t *testing.T) {
 	if s.opts.NewMisconfiguredStore == nil {
-		t.Skip("storetest: Options.NewMisconfiguredStore not given")
+		t.Skip("storetest: Config.NewMisconfiguredStore not given")
 	}
 	st := &countingStore{Store: s.opts.NewMisconfiguredStore(t)}
 	var runs atomic.Int64
-	h := wrap(t, st, func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	h := wrapV2(t, st, func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 		runs.Add(1)
 		return events.APIGatewayV2HTTPResponse{StatusCode: 201}, nil
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	resp, err := h(ctx, request(uuid.NewString(), uuid.NewString(), `{}`))
+	resp, err := h(ctx, v2Request(uuid.NewString(), uuid.NewString(), `{}`))
 	require.NoError(t, err)
 	require.Zero(t, runs.Load(), "fail closed: the handler does not run")
 	require.Equal(t, http.StatusInternalServerError, resp.StatusCode, resp.Body)
@@ -153,22 +154,22 @@ func (s suite) decoratorPermanent(t *testing.T) {
 
 func (s suite) decoratorTooLarge(t *testing.T) {
 	if s.opts.TooLargeBody <= 0 {
-		t.Skip("storetest: Options.TooLargeBody not given")
+		t.Skip("storetest: Config.TooLargeBody not given")
 	}
 	st := s.newStore(t)
 	body := strings.Repeat("y", s.opts.TooLargeBody)
 	var runs atomic.Int64
-	h := wrap(t, st, func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	h := wrapV2(t, st, func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 		runs.Add(1)
 		return events.APIGatewayV2HTTPResponse{StatusCode: 200, Headers: map[string]string{"Content-Type": "text/plain"}, Body: body}, nil
 	})
 	user, key := uuid.NewString(), uuid.NewString()
-	first, err := h(context.Background(), request(user, key, `{}`))
+	first, err := h(context.Background(), v2Request(user, key, `{}`))
 	require.NoError(t, err)
 	require.Equal(t, 200, first.StatusCode)
 	require.Equal(t, len(body), len(first.Body), "the first client gets the handler's response")
 	for range 2 {
-		retry, err := h(context.Background(), request(user, key, `{}`))
+		retry, err := h(context.Background(), v2Request(user, key, `{}`))
 		require.NoError(t, err)
 		require.Equal(t, http.StatusUnprocessableEntity, retry.StatusCode, retry.Body)
 		require.Equal(t, idempotency.CodeResponseNotKept, problemCode(t, retry))
@@ -179,7 +180,7 @@ func (s suite) decoratorTooLarge(t *testing.T) {
 
 func (s suite) functionTooLarge(t *testing.T) {
 	if s.opts.TooLargeBody <= 0 {
-		t.Skip("storetest: Options.TooLargeBody not given")
+		t.Skip("storetest: Config.TooLargeBody not given")
 	}
 	st := s.newStore(t)
 	var runs atomic.Int64

@@ -1,21 +1,4 @@
-// Package idempotencytest runs the HTTP behaviour of the idempotency
-// decorator (status codes, problem codes, replays, releases, logs and
-// metrics, for both API Gateway payload versions) against any Store.
-//
-// A Store implementation calls RunHTTPBehaviour from its own tests, next to
-// the conformance suite of package storetest:
-//
-//	func TestHTTPBehaviour(t *testing.T) {
-//		idempotencytest.RunHTTPBehaviour(t, func(t *testing.T) idempotency.Store {
-//			return pgstore.New(testPool(t), nil) // a pool on a schema of the test's own
-//		})
-//	}
-//
-// RunLostClaimReply checks, through a real connection, the recovery from a
-// claim whose reply is lost after the server committed it: the Store's
-// client connects through a ReplyCutter, a loopback proxy that drops that
-// reply and closes the connection.
-package idempotencytest
+package storetest
 
 import (
 	"context"
@@ -33,9 +16,10 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/internal/apigw"
 	"github.com/ichido/ichido/internal/capture"
 	"github.com/ichido/ichido/pkg/idempotency"
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
+	"github.com/ichido/ichido/pkg/idempotency/internal/apigw"
 )
 
 // errInjected is the failure a faultyStore reports when told to fail.
@@ -43,7 +27,7 @@ var errInjected = errors.New("injected store failure")
 
 // faultyStore wraps a Store, counts its calls and fails on demand.
 type faultyStore struct {
-	inner                                idempotency.Store
+	inner                                idemstore.Store
 	claims, completes, releases, renews  atomic.Int32
 	failClaim, failComplete, failRelease atomic.Bool
 	failRenew                            atomic.Bool
@@ -65,73 +49,73 @@ type faultyStore struct {
 	claimDelay atomic.Int64
 }
 
-func (s *faultyStore) Claim(ctx context.Context, c idempotency.Claim) (idempotency.ClaimResult, error) {
+func (s *faultyStore) Claim(ctx context.Context, c idemstore.Claim) (idemstore.ClaimResult, error) {
 	s.claims.Add(1)
 	if s.failClaim.Load() {
-		return idempotency.ClaimResult{}, &idempotency.StoreError{Op: "claim", Err: errInjected}
+		return idemstore.ClaimResult{}, &idemstore.Error{Op: "claim", Err: errInjected}
 	}
 	if s.refuseClaim.Load() {
-		return idempotency.ClaimResult{}, &idempotency.StoreError{Op: "claim", Err: errInjected, Permanent: true}
+		return idemstore.ClaimResult{}, &idemstore.Error{Op: "claim", Err: errInjected, Permanent: true}
 	}
 	res, err := s.inner.Claim(ctx, c)
 	if d := s.claimDelay.Load(); d > 0 {
 		time.Sleep(time.Duration(d))
 	}
 	if err == nil && s.lostClaimReplies.Add(-1) >= 0 {
-		return idempotency.ClaimResult{}, &idempotency.StoreError{Op: "claim", Err: errInjected}
+		return idemstore.ClaimResult{}, &idemstore.Error{Op: "claim", Err: errInjected}
 	}
 	return res, err
 }
 
-func (s *faultyStore) Complete(ctx context.Context, c idempotency.Completion) error {
+func (s *faultyStore) Complete(ctx context.Context, c idemstore.Completion) error {
 	s.completes.Add(1)
 	if s.failComplete.Load() || s.failCompletes.Add(-1) >= 0 {
-		return &idempotency.StoreError{Op: "complete", Err: errInjected}
+		return &idemstore.Error{Op: "complete", Err: errInjected}
 	}
 	if s.tooLarge.Load() && !c.Response.NotKept {
-		return &idempotency.StoreError{Op: "complete", Permanent: true, Err: fmt.Errorf("%w: injected", idempotency.ErrTooLarge)}
+		return &idemstore.Error{Op: "complete", Permanent: true, Err: fmt.Errorf("%w: injected", idemstore.ErrTooLarge)}
 	}
 	return s.inner.Complete(ctx, c)
 }
 
-func (s *faultyStore) Release(ctx context.Context, r idempotency.Ref) error {
+func (s *faultyStore) Release(ctx context.Context, r idemstore.Ref) error {
 	s.releases.Add(1)
 	if s.failRelease.Load() {
-		return &idempotency.StoreError{Op: "release", Err: errInjected}
+		return &idemstore.Error{Op: "release", Err: errInjected}
 	}
 	return s.inner.Release(ctx, r)
 }
 
-// Get, List and Delete forward the idempotency.Admin capability of the
+// Get, List and Delete forward the idemstore.Admin capability of the
 // inner Store, uncounted; without one, there is no record to find.
-func (s *faultyStore) Get(ctx context.Context, userID, key string) (idempotency.Record, bool, error) {
-	if a, ok := s.inner.(idempotency.Admin); ok {
+func (s *faultyStore) Get(ctx context.Context, userID, key string) (idemstore.Record, bool, error) {
+	if a, ok := s.inner.(idemstore.Admin); ok {
 		return a.Get(ctx, userID, key)
 	}
-	return idempotency.Record{}, false, nil
+	return idemstore.Record{}, false, nil
 }
 
-func (s *faultyStore) List(ctx context.Context, q idempotency.ListQuery) ([]idempotency.Record, error) {
-	if a, ok := s.inner.(idempotency.Admin); ok {
+func (s *faultyStore) List(ctx context.Context, q idemstore.ListQuery) ([]idemstore.Record, error) {
+	if a, ok := s.inner.(idemstore.Admin); ok {
 		return a.List(ctx, q)
 	}
 	return nil, nil
 }
 
 func (s *faultyStore) Delete(ctx context.Context, userID, key string) (bool, error) {
-	if a, ok := s.inner.(idempotency.Admin); ok {
+	if a, ok := s.inner.(idemstore.Admin); ok {
 		return a.Delete(ctx, userID, key)
 	}
 	return false, nil
 }
 
-func (s *faultyStore) Renew(ctx context.Context, r idempotency.Renewal) error {
+func (s *faultyStore) Renew(ctx context.Context, r idemstore.Renewal) error {
 	s.renews.Add(1)
 	if s.failRenew.Load() {
-		return &idempotency.StoreError{Op: "renew", Err: errInjected}
+		return &idemstore.Error{Op: "renew", Err: errInjected}
 	}
 	if s.refuseRenew.Load() {
-		return &idempotency.StoreError{Op: "renew", Err: errInjected, Permanent: true}
+		return &idemstore.Error{Op: "renew", Err: errInjected, Permanent: true}
 	}
 	return s.inner.Renew(ctx, r)
 }

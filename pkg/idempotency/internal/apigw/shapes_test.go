@@ -7,7 +7,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/internal/apigw"
+	"github.com/ichido/ichido/pkg/idempotency/internal/apigw"
 )
 
 func TestToALBAndFunctionURLResponses(t *testing.T) {

@@ -1,4 +1,4 @@
-package idempotencytest
+package storetest
 
 import (
 	"context"
@@ -8,8 +8,8 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/google/uuid"
 
-	"github.com/ichido/ichido/internal/apigw"
 	"github.com/ichido/ichido/pkg/idempotency"
+	"github.com/ichido/ichido/pkg/idempotency/internal/apigw"
 )
 
 // The shapes without an authorizer's claims carry the case's user where

@@ -1,4 +1,4 @@
-package idempotencytest
+package storetest
 
 import (
 	"context"
@@ -12,8 +12,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/internal/apigw"
 	"github.com/ichido/ichido/pkg/idempotency"
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
+	"github.com/ichido/ichido/pkg/idempotency/internal/apigw"
 )
 
 // The cases past the round-trip floor: the local cache (Config.LocalCache),
@@ -94,8 +95,8 @@ func (e *env) logLine(outcome string) map[string]any {
 func (e *env) claimReportsExpiry() bool {
 	e.t.Helper()
 	now := e.clock.Now()
-	res, err := e.store.inner.Claim(context.Background(), idempotency.Claim{
-		Ref:         idempotency.Ref{UserID: idempotency.SubjectUUID(e.user), Key: idempotency.RecordKey("", idempotency.KeyUUIDv4, e.key), Owner: uuid.NewString()},
+	res, err := e.store.inner.Claim(context.Background(), idemstore.Claim{
+		Ref:         idemstore.Ref{UserID: idempotency.SubjectUUID(e.user), Key: idempotency.RecordKey("", idempotency.KeyUUIDv4, e.key), Owner: uuid.NewString()},
 		RequestHash: "another request",
 		Now:         now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour),
 	})
@@ -324,7 +325,7 @@ var beyondCases = []behaviourCase{
 		b.mu.Lock()
 		cause := b.cause
 		b.mu.Unlock()
-		require.ErrorIs(t, cause, idempotency.ErrLeaseLost)
+		require.ErrorIs(t, cause, idemstore.ErrLeaseLost)
 		close(b.release)
 		require.Equal(t, http.StatusCreated, (<-second).StatusCode)
 		requireReplay(t, apigw.Response{StatusCode: http.StatusCreated, Body: `{"run":2}`,
@@ -445,7 +446,7 @@ var beyondFunctionCases = []functionCase{
 		require.Error(t, <-firstC)
 		mu.Lock()
 		require.Len(t, causes, 1)
-		require.ErrorIs(t, causes[0], idempotency.ErrLeaseLost)
+		require.ErrorIs(t, causes[0], idemstore.ErrLeaseLost)
 		mu.Unlock()
 		close(release)
 		require.NoError(t, <-secondC)

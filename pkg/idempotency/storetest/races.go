@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ichido/ichido/pkg/idempotency"
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 )
 
 // runDecoratorCases runs the cases that go through idempotency.Wrap with the
@@ -40,10 +41,10 @@ func runDecoratorCases(t *testing.T, s suite) {
 	}
 }
 
-type handler = func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error)
+type v2Handler = func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error)
 
-// wrap protects h with st, on the suite's clock, logging and metrics off.
-func wrap(t *testing.T, st idempotency.Store, h handler) handler {
+// wrapV2 protects h with st, on the suite's clock, logging and metrics off.
+func wrapV2(t *testing.T, st idemstore.Store, h v2Handler) v2Handler {
 	t.Helper()
 	wrapped, err := idempotency.Wrap(h, idempotency.Config{
 		Store:   st,
@@ -55,8 +56,8 @@ func wrap(t *testing.T, st idempotency.Store, h handler) handler {
 	return wrapped
 }
 
-// request is an HTTP API POST by user with an Idempotency-Key.
-func request(user, key, body string) events.APIGatewayV2HTTPRequest {
+// v2Request is an HTTP API POST by user with an Idempotency-Key.
+func v2Request(user, key, body string) events.APIGatewayV2HTTPRequest {
 	return events.APIGatewayV2HTTPRequest{
 		Version: "2.0",
 		RawPath: "/tasks",
@@ -100,7 +101,7 @@ func (s suite) decoratorConcurrent(t *testing.T) {
 	// The handler holds its claim until half of the other requests have
 	// answered (or a generous bound passes), so that the race really
 	// overlaps the handler; those answers can only be 409s.
-	h := wrap(t, st, func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	h := wrapV2(t, st, func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 		runs.Add(1)
 		deadline := time.After(20 * time.Second)
 		for range n / 2 {
@@ -121,7 +122,7 @@ func (s suite) decoratorConcurrent(t *testing.T) {
 	for i := range n {
 		wg.Go(func() {
 			<-start
-			responses[i], errs[i] = h(context.Background(), request(user, key, body))
+			responses[i], errs[i] = h(context.Background(), v2Request(user, key, body))
 			if responses[i].StatusCode != 201 || header(responses[i], "Idempotent-Replayed") != "" {
 				answered <- struct{}{}
 			}
@@ -155,7 +156,7 @@ func (s suite) decoratorConcurrent(t *testing.T) {
 	require.Equal(t, n-1, conflicts+replays)
 
 	// Once done, the key replays.
-	resp, err := h(context.Background(), request(user, key, body))
+	resp, err := h(context.Background(), v2Request(user, key, body))
 	require.NoError(t, err)
 	require.Equal(t, 201, resp.StatusCode)
 	require.Equal(t, "true", header(resp, "Idempotent-Replayed"))
@@ -166,17 +167,17 @@ func (s suite) decoratorReplay(t *testing.T) {
 	st := s.newStore(t)
 	body := "line one\r\n\x00binary\xff tail"
 	var runs atomic.Int64
-	h := wrap(t, st, func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	h := wrapV2(t, st, func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 		runs.Add(1)
 		return events.APIGatewayV2HTTPResponse{StatusCode: 200, Headers: map[string]string{"Content-Type": "application/octet-stream"}, Body: body}, nil
 	})
 	user, key := uuid.NewString(), uuid.NewString()
-	first, err := h(context.Background(), request(user, key, `{"a":1}`))
+	first, err := h(context.Background(), v2Request(user, key, `{"a":1}`))
 	require.NoError(t, err)
 	require.Equal(t, 200, first.StatusCode)
 
 	// The same object re-serialised is the same request.
-	again, err := h(context.Background(), request(user, key, "{ \"a\": 1 }"))
+	again, err := h(context.Background(), v2Request(user, key, "{ \"a\": 1 }"))
 	require.NoError(t, err)
 	require.Equal(t, int64(1), runs.Load())
 	require.Equal(t, 200, again.StatusCode)
@@ -186,11 +187,11 @@ func (s suite) decoratorReplay(t *testing.T) {
 
 	// Another body with the same key is refused, and another user's same key
 	// is a request of its own.
-	other, err := h(context.Background(), request(user, key, `{"a":2}`))
+	other, err := h(context.Background(), v2Request(user, key, `{"a":2}`))
 	require.NoError(t, err)
 	require.Equal(t, http.StatusUnprocessableEntity, other.StatusCode)
 	require.Equal(t, "idempotency_key_reused", problemCode(t, other))
-	stranger, err := h(context.Background(), request(uuid.NewString(), key, `{"a":2}`))
+	stranger, err := h(context.Background(), v2Request(uuid.NewString(), key, `{"a":2}`))
 	require.NoError(t, err)
 	require.Equal(t, 200, stranger.StatusCode)
 	require.Empty(t, header(stranger, "Idempotent-Replayed"))
@@ -199,16 +200,16 @@ func (s suite) decoratorReplay(t *testing.T) {
 
 func (s suite) decoratorStoreFailure(t *testing.T) {
 	if s.opts.NewBrokenStore == nil {
-		t.Skip("storetest: Options.NewBrokenStore not given")
+		t.Skip("storetest: Config.NewBrokenStore not given")
 	}
 	var runs atomic.Int64
-	h := wrap(t, s.opts.NewBrokenStore(t), func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	h := wrapV2(t, s.opts.NewBrokenStore(t), func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 		runs.Add(1)
 		return events.APIGatewayV2HTTPResponse{StatusCode: 201}, nil
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	resp, err := h(ctx, request(uuid.NewString(), uuid.NewString(), `{}`))
+	resp, err := h(ctx, v2Request(uuid.NewString(), uuid.NewString(), `{}`))
 	require.NoError(t, err)
 	require.Zero(t, runs.Load(), "fail closed: the handler does not run")
 	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)

@@ -1,4 +1,4 @@
-package idempotencytest
+package storetest
 
 import (
 	"context"
@@ -19,13 +19,14 @@ import (
 
 	"github.com/ichido/ichido/internal/capture"
 	"github.com/ichido/ichido/pkg/idempotency"
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 )
 
-// RunFunctionBehaviour runs the behaviour table of idempotency.Function and
+// runFunction runs the behaviour table of idempotency.Function and
 // idempotency.SQSHandler against the Store that newStore returns (called
 // once; the cases share the Store and run in parallel, each under a
 // function name of its own).
-func RunFunctionBehaviour(t *testing.T, newStore func(t *testing.T) idempotency.Store) {
+func runFunction(t *testing.T, newStore func(t *testing.T) idemstore.Store) {
 	t.Helper()
 	store := newStore(t)
 	for _, c := range slices.Concat(functionCases, functionHardeningCases, beyondFunctionCases, functionAdoptionCases) {
@@ -46,7 +47,7 @@ type funcEnv struct {
 	runs  sync.Map // key -> *atomic.Int32
 }
 
-func newFuncEnv(t *testing.T, store idempotency.Store) *funcEnv {
+func newFuncEnv(t *testing.T, store idemstore.Store) *funcEnv {
 	return &funcEnv{
 		t:     t,
 		store: &faultyStore{inner: store},
@@ -263,7 +264,7 @@ var functionCases = []functionCase{
 		e.store.failClaim.Store(true)
 		o := order{ID: uuid.NewString()}
 		_, err := f(context.Background(), o)
-		var se *idempotency.StoreError
+		var se *idemstore.Error
 		require.ErrorAs(t, err, &se)
 		require.Equal(t, "claim", se.Op)
 		require.Zero(t, e.runsOf(o.ID))

@@ -1,4 +1,4 @@
-package idempotencytest
+package storetest
 
 import (
 	"bytes"
@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ichido/ichido/pkg/idempotency"
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 )
 
 // ReplyCutter is a loopback TCP proxy in front of a store's server that can
@@ -135,13 +136,13 @@ func (p *ReplyCutter) close() {
 	p.wg.Wait()
 }
 
-// RunLostClaimReply checks, through a real connection, that a claim whose
+// runLostReply checks, through a real connection, that a claim whose
 // reply is lost after the server committed it does not lock the key: the
 // request gets its handler's answer in the same invocation, and its retry a
 // replay. store must reach its server through cutter, and must not retry
 // commands on its own (so that it is the decorator's recovery that is
 // tested).
-func RunLostClaimReply(t *testing.T, store idempotency.Store, cutter *ReplyCutter) {
+func runLostReply(t *testing.T, store idemstore.Store, cutter *ReplyCutter) {
 	t.Helper()
 	var runs atomic.Int32
 	h, err := idempotency.Wrap(func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {

@@ -1,4 +1,4 @@
-package idempotencytest
+package storetest
 
 import (
 	"bufio"
@@ -20,9 +20,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ichido/ichido/pkg/idempotency"
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 )
 
-// The environment through which RunBatchAcrossProcesses talks to its
+// The environment through which the Processes part talks to its
 // workers.
 const (
 	envWorkerBatch = "ICHIDO_TEST_BATCH_FILE"
@@ -39,7 +40,7 @@ type workerReport struct {
 	Failed []string `json:"failed"`
 }
 
-// RunBatchAcrossProcesses starts n operating-system processes of the
+// runBatchAcrossProcesses starts n operating-system processes of the
 // running test binary, each running the test named workerTest (which calls
 // BatchWorker), and has all of them handle the same SQS batch at the same
 // moment through SQSHandler on the store at storeURL. It then checks that
@@ -47,7 +48,7 @@ type workerReport struct {
 // a record in progress elsewhere reports it failed; one that finds it done
 // skips it), and that redelivering the batch through newStore's store runs
 // none of them again.
-func RunBatchAcrossProcesses(t *testing.T, n int, workerTest, storeURL string, newStore func(t *testing.T, url string) idempotency.Store) {
+func runBatchAcrossProcesses(t *testing.T, n int, workerTest, storeURL string, newStore func(t *testing.T, url string) idemstore.Store) {
 	t.Helper()
 	dir := t.TempDir()
 	var batch events.SQSEvent
@@ -154,14 +155,14 @@ func RunBatchAcrossProcesses(t *testing.T, n int, workerTest, storeURL string, n
 	require.Empty(t, again, "a redelivered record that already ran is skipped")
 }
 
-// BatchWorker is the body of the worker test that RunBatchAcrossProcesses
+// BatchWorker is the body of the worker test that the Processes part
 // starts; run as an ordinary test it skips. It builds its store from the
 // URL it is given (newStore), handles the batch once its start signal
 // appears, and reports what it ran and what it reported failed.
-func BatchWorker(t *testing.T, newStore func(t *testing.T, url string) idempotency.Store) {
+func BatchWorker(t *testing.T, newStore func(t *testing.T, url string) idemstore.Store) {
 	batchFile := os.Getenv(envWorkerBatch)
 	if batchFile == "" {
-		t.Skip("runs only as a worker process of RunBatchAcrossProcesses")
+		t.Skip("runs only as a worker process of the Processes part")
 	}
 	raw, err := os.ReadFile(batchFile)
 	require.NoError(t, err)

@@ -8,8 +8,8 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/internal/apigw"
-	"github.com/ichido/ichido/internal/problem"
+	"github.com/ichido/ichido/pkg/idempotency/internal/apigw"
+	"github.com/ichido/ichido/pkg/idempotency/internal/problem"
 )
 
 // A v1 event as a REST API sends it, with a Cognito authorizer.
@@ -83,11 +83,11 @@ func TestCookiesRoundTrip(t *testing.T) {
 
 func TestProblem(t *testing.T) {
 	t.Parallel()
-	r := apigw.Problem(problem.New(http.StatusNotFound, problem.CodeNotFound, "no such task"))
-	require.Equal(t, http.StatusNotFound, r.StatusCode)
+	r := apigw.Problem(problem.New(http.StatusConflict, "idempotency_key_in_use", "a request with this key is in progress"))
+	require.Equal(t, http.StatusConflict, r.StatusCode)
 	require.Equal(t, problem.ContentType, r.Headers.Get("Content-Type"))
 	var d problem.Details
 	require.NoError(t, json.Unmarshal([]byte(r.Body), &d))
-	require.Equal(t, problem.CodeNotFound, d.Code)
-	require.Equal(t, "Not found", d.Title)
+	require.Equal(t, "idempotency_key_in_use", d.Code)
+	require.Equal(t, "Request with this Idempotency-Key in progress", d.Title)
 }

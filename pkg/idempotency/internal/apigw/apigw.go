@@ -20,7 +20,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/ichido/ichido/internal/problem"
+	"github.com/ichido/ichido/pkg/idempotency/internal/problem"
 )
 
 // AnyResponse is the set of response payloads this package understands.

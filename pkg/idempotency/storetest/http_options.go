@@ -1,4 +1,4 @@
-package idempotencytest
+package storetest
 
 import (
 	"bytes"
@@ -16,8 +16,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/internal/apigw"
 	"github.com/ichido/ichido/pkg/idempotency"
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
+	"github.com/ichido/ichido/pkg/idempotency/internal/apigw"
 )
 
 // hardening2Cases are the answers a second adversarial review found wrong:
@@ -164,7 +165,7 @@ var hardening2Cases = []behaviourCase{
 		b.mu.Lock()
 		cause := b.cause
 		b.mu.Unlock()
-		require.True(t, idempotency.IsPermanent(cause), "the run learns why: %v", cause)
+		require.True(t, idemstore.IsPermanent(cause), "the run learns why: %v", cause)
 		require.EqualValues(t, 1, e.store.renews.Load(), "a renewal that cannot succeed is not repeated")
 		line := e.logLine("released")
 		require.Equal(t, true, line["permanent"])
@@ -234,6 +235,6 @@ func testLogger(e *env) *slog.Logger { return slog.New(slog.NewJSONHandler(e.log
 
 // atomicCompletion calls idempotency.AtomicCompletion with the table
 // handler's response, in an HTTP API's shape (any of the shapes would do).
-func atomicCompletion(ctx context.Context, _ string, resp apigw.Response) (idempotency.Completion, bool) {
+func atomicCompletion(ctx context.Context, _ string, resp apigw.Response) (idemstore.Completion, bool) {
 	return idempotency.AtomicCompletion(ctx, apigw.ToResponse[events.APIGatewayV2HTTPResponse](resp))
 }

@@ -1,4 +1,4 @@
-package idempotencytest
+package storetest
 
 import (
 	"context"

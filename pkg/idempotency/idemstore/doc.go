@@ -1,0 +1,62 @@
+// Package idemstore is the contract between ichido's engine and the
+// databases that keep its records. It is for the few who write a store; a
+// user of package idempotency never needs it beyond passing a store to
+// Config.Store.
+//
+// A Store owns four atomic primitives, each one round trip: Claim,
+// Complete, Release and Renew. The engine owns the flow around them: claim,
+// run the work, then complete the record with its response or release it.
+// Admin (Get, List, Delete) is an optional capability for operators, and
+// Checker an optional start-up check.
+//
+// # The records
+//
+// A record is named by two lower-case UUIDs, Ref.UserID and Ref.Key,
+// whatever the subject, the key format or the prefix the user chose: the
+// engine derives them. It is in progress (claimed by an owner token, with a
+// lease) or completed (holding the Response a retry is answered with), and
+// it expires at ExpiresAt.
+//
+// # The rules every store keeps
+//
+// The owner token fences every write. Complete, Release and Renew change a
+// record only while Ref.Owner owns it in progress; otherwise they write
+// nothing and return ErrLeaseLost. Ownership ends only when another claim
+// takes the record over; no method compares times to decide it.
+//
+// Two clocks. A claim takes over a record whose lease or expiry has passed,
+// judged against the earlier of the caller's clock (Claim.Now) and the
+// server's, so that a caller whose clock runs ahead never takes over a
+// lease that is live by the server's clock, and one whose clock runs behind
+// only takes over later. The times a store keeps are the caller's. Record.Live
+// is the rule, written once.
+//
+// Lost replies. A claim can commit and its reply be lost; the engine then
+// repeats it with the same owner token. A claim by the same owner of its own
+// in-progress record for the same RequestHash therefore succeeds again; for
+// another RequestHash it does not (owner tokens need not be unique). A
+// repeated Renew succeeds again too. Claim.Inserted and Claim.Found build
+// the claim's two answers.
+//
+// Size. Each store knows the largest record it can keep and refuses a
+// larger response before sending it: Complete writes nothing and returns a
+// permanent *Error wrapping ErrTooLarge. The engine then completes the
+// record with the not-kept marker (Response.NotKept), which carries no
+// headers and no body and which every store must keep.
+//
+// Errors. Apart from ErrLeaseLost, every failure is wrapped in a *Error,
+// never returned as the driver's error. A store's one place of error
+// translation sets Error.Permanent on what repeating the call cannot cure:
+// missing privileges or objects, failed authentication, a value under the
+// store's keys that is not a record, ErrTooLarge. Everything else (timeouts,
+// refused or reset connections, a failover, throttling) is transient; when
+// in doubt, transient. The engine answers a transient failure with 503 and
+// Retry-After, a permanent one with 500 and no retry, and never runs the
+// work without a claim.
+//
+// # Proving a store
+//
+// Package storetest runs the conformance suite and the engine's behaviour
+// tables against a store on a real server; every store in this module
+// passes it.
+package idemstore
