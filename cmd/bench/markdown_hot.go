@@ -113,7 +113,7 @@ func (b *bench) hotPathMarkdown(w *strings.Builder) {
 		p("Memory: %d completed records of the bench's task answer (a %d-byte body and its Content-Type) held %.0f bytes of heap each in the cache, which counts %.0f bytes each against `LocalCache.MaxBytes` (default 8 MiB: about %d such records; `MaxEntries` defaults to 1024).\n\n",
 			br.CacheRecords, len(benchTaskBody), br.CacheBytesPerRecord, br.CacheCountedPerRecord, int(float64(8<<20)/br.CacheCountedPerRecord))
 		if c := br.Create; c != nil {
-			p("The sample create (POST /tasks: the task API's handler under `Wrap` on PostgreSQL, exec mode) through the delay proxy (%.1f ms each way), its key completed by the decorator after the insert (three round trips: claim, insert, completion; three commits) and in the insert's own batch (`tasks.Options.Keys`, `pgstore.CompleteInBatch`: the task's id and times made by the function; two round trips, two commits). Round trips counted with a pgx tracer (a batch is one).\n\n%s\n", c.DelayMs, sideTable(c.Sides, 0, false))
+			p("The sample create (POST /tasks: the task API's handler under `Wrap` on PostgreSQL, exec mode) through the delay proxy (%.1f ms each way), its key completed by the decorator after the insert (three round trips: claim, insert, completion; three commits) and in the insert's own batch (`tasks.Options.Keys`, `pgstore.CompleteRunInBatch`: the task's id and times made by the function; two round trips, two commits). Round trips counted with a pgx tracer (a batch is one).\n\n%s\n", c.DelayMs, sideTable(c.Sides, 0, false))
 			p("| create | round trips per create |\n|---|---|\n")
 			for _, s := range c.Sides {
 				p("| %s | %.2f |\n", s.Name, c.RoundTrips[s.Name])
@@ -307,7 +307,7 @@ func (b *bench) missedMarkdown(w *strings.Builder) {
 					p(". ")
 				}
 			}
-			p("Completing the key in the handler's own transaction (AtomicCompletion) would save a round trip and a commit, but the sample's insert returns the id and times the stored response holds (ADR 0028).\n")
+			p("Completing the key in the handler's own transaction (pgstore's CompleteRunInTx) would save a round trip and a commit, but the sample's insert returns the id and times the stored response holds (ADR 0028).\n")
 		default:
 			p("Outside the hot path this work changed; on a machine this noisy (calibration CV %.0f%%) its p99 figures move with the noise: see section 4.\n", r.Noise.CVPct)
 		}

@@ -47,7 +47,7 @@ type Options struct {
 	// Keys is the idempotency key store (on the same database) of the
 	// decorator that protects Create. With it, and a Service on a pool,
 	// Create completes the key in the batch that inserts the task
-	// (idempotency.AtomicCompletion): one round trip and one commit fewer,
+	// (pgstore's CompleteRunInBatch): one round trip and one commit fewer,
 	// and no moment at which the task exists but its key is in progress.
 	// The task's id and times are then made by the function rather than the
 	// database. Defaults to nil: the decorator completes the key.

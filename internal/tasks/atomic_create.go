@@ -11,9 +11,6 @@ import (
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/ichido/ichido/pkg/idempotency"
-	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 )
 
 // KeyCompleter is the idempotency key store that protects Create, as far as
@@ -21,7 +18,7 @@ import (
 // Create completes the key in the same implicit transaction, and the same
 // round trip, as the insert of the task (Options.Keys).
 type KeyCompleter interface {
-	CompleteInBatch(b *pgx.Batch, c idemstore.Completion) (func(context.Context) error, error)
+	CompleteRunInBatch(ctx context.Context, b *pgx.Batch, result any) (func(context.Context) error, bool, error)
 }
 
 // batcher is what the atomic create needs of the Service's connection:
@@ -40,8 +37,8 @@ type batcher interface {
 //
 // The insert has no ON CONFLICT: a key already on another row (a retry after
 // the key store was lost) fails the batch, which rolls back the completion
-// too; the run gives its completion back (idempotency.AbandonCompletion)
-// and Create goes the usual way, finding the task by its key. A completion
+// too; the completion goes back to the decorator (CompleteRunInBatch's
+// done) and Create goes the usual way, finding the task by its key. A completion
 // that finds the lease lost leaves the task committed: its row records the
 // key, so the invocation that took the key over finds it and answers it,
 // and no second task is made.
@@ -53,27 +50,26 @@ func (a *API) createAtomic(ctx context.Context, db batcher, user string, in NewT
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	t := Task{ID: uuid.NewString(), Title: in.Title, Description: in.Description, Status: status, DueDate: in.DueDate, CreatedAt: now, UpdatedAt: now}
 	resp := createdResponse(t, false)
-	c, ok := idempotency.AtomicCompletion(ctx, resp)
-	if !ok {
-		return events.APIGatewayV2HTTPResponse{}, false, nil
-	}
 	b := &pgx.Batch{}
 	queueInsert(b, user, t, ref)
-	completed, err := a.keys.CompleteInBatch(b, c)
-	if err != nil {
+	completed, ok, err := a.keys.CompleteRunInBatch(ctx, b, resp)
+	switch {
+	case err != nil:
 		return events.APIGatewayV2HTTPResponse{}, true, err // released by the decorator: nothing was sent
+	case !ok:
+		return events.APIGatewayV2HTTPResponse{}, false, nil
 	}
 	err = db.SendBatch(ctx, b).Close()
 	var pgErr *pgconn.PgError
 	switch {
 	case errors.As(err, &pgErr) && pgErr.Code == pgerrcode.UniqueViolation && pgErr.ConstraintName == "tasks_user_idempotency_key":
-		// Nothing was written: the decorator completes (or, for another
-		// request's key, releases) the record with Create's usual answer.
-		if !idempotency.AbandonCompletion(ctx) {
-			return events.APIGatewayV2HTTPResponse{}, true, &DBError{Op: "insert", Err: errors.New("the completion taken over could not be given back")}
-		}
+		// Nothing was written, and completed gives the completion back:
+		// the decorator completes (or, for another request's key,
+		// releases) the record with Create's usual answer.
+		_ = completed(ctx)
 		return events.APIGatewayV2HTTPResponse{}, false, nil
 	case err != nil:
+		_ = completed(ctx)
 		return events.APIGatewayV2HTTPResponse{}, true, &DBError{Op: "insert", Err: err} // rolled back: released
 	}
 	if err := completed(ctx); err != nil {

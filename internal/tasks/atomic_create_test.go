@@ -2,34 +2,56 @@ package tasks_test
 
 import (
 	"context"
+	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ichido/ichido/internal/tasks"
 	"github.com/ichido/ichido/pkg/idempotency"
-	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
 )
 
-// countingKeys counts the completions the decorator makes itself (Complete)
-// beside those queued in the task's own batch.
+// countingKeys counts the completions queued in the task's own batch; the
+// completions the decorator makes itself are counted on the store's pool
+// (completeCounter).
 type countingKeys struct {
 	*pgstore.Store
-	completes, batched atomic.Int32
+	batched atomic.Int32
 }
 
-func (s *countingKeys) Complete(ctx context.Context, c idemstore.Completion) error {
-	s.completes.Add(1)
-	return s.Store.Complete(ctx, c)
-}
-
-func (s *countingKeys) CompleteInBatch(b *pgx.Batch, c idemstore.Completion) (func(context.Context) error, error) {
+func (s *countingKeys) CompleteRunInBatch(ctx context.Context, b *pgx.Batch, result any) (func(context.Context) error, bool, error) {
 	s.batched.Add(1)
-	return s.Store.CompleteInBatch(b, c)
+	return s.Store.CompleteRunInBatch(ctx, b, result)
+}
+
+// completeCounter is a pgx.QueryTracer that counts the completions sent as
+// statements of their own.
+type completeCounter struct{ n atomic.Int32 }
+
+func (c *completeCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	if strings.Contains(d.SQL, "idempotency_key_complete") {
+		c.n.Add(1)
+	}
+	return ctx
+}
+
+func (c *completeCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// countedStore is a store on a pool of its own whose completions c counts.
+func countedStore(t *testing.T, url string, c *completeCounter) *pgstore.Store {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(url)
+	require.NoError(t, err)
+	cfg.ConnConfig.Tracer = c
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return pgstore.New(pool, nil)
 }
 
 // keyRecord reads the status and stored body of the key's record.
@@ -53,9 +75,11 @@ func TestAtomicCreate(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
-	keys := &countingKeys{Store: pgstore.New(e.db.Pool, nil)}
+	completes := &completeCounter{}
+	store := countedStore(t, e.db.URL, completes)
+	keys := &countingKeys{Store: store}
 	api := tasks.NewAPI(tasks.NewService(e.db.Pool), &tasks.Options{Logger: e.quietLogger(), Keys: keys})
-	create, err := idempotency.Wrap(api.Create, idempotency.Config{Store: keys, Logger: e.quietLogger(), Metrics: discard{}})
+	create, err := idempotency.Wrap(api.Create, idempotency.Config{Store: store, Logger: e.quietLogger(), Metrics: discard{}})
 	require.NoError(t, err)
 
 	key := uuid.NewString()
@@ -64,7 +88,7 @@ func TestAtomicCreate(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 201, first.StatusCode, first.Body)
 	require.EqualValues(t, 1, keys.batched.Load(), "completed in the insert's batch")
-	require.Zero(t, keys.completes.Load(), "the decorator did not complete it again")
+	require.Zero(t, completes.n.Load(), "the decorator did not complete it again")
 	status, stored, found := e.keyRecord(t, alice, key)
 	require.True(t, found)
 	require.Equal(t, "completed", status)

@@ -1,5 +1,5 @@
-// Package dbpool opens the small PostgreSQL connection pool that every
-// function uses: to the Aurora writer with IAM authentication (a fresh auth
+// Package dbpool opens the small PostgreSQL connection pool that a Lambda
+// function needs: to the Aurora writer with IAM authentication (a fresh auth
 // token for each new connection, TLS with full certificate verification),
 // through the RDS Proxy default endpoint or straight to the cluster's writer
 // endpoint, or, for local runs and tests, to a database given by URL.

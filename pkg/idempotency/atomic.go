@@ -9,62 +9,59 @@ import (
 
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/internal/apigw"
+	"github.com/ichido/ichido/pkg/idempotency/internal/runctx"
 )
 
-// TxCompleter is implemented by a Store that can complete a record inside
-// a database transaction its caller holds, so that the caller's writes and
-// the key's completion commit together: pgstore.Store, whose
-// CompleteRunInTx is the one call a handler makes. AtomicCompletion,
-// AtomicResult and TakeOver hand a completion out only when the engine's
-// own Store implements it; on any other store (Redis) they report false,
-// and the engine completes the record itself, as without them.
-type TxCompleter interface {
-	idemstore.Store
-	// CompletesInTx marks the Store as one that can; it does nothing.
-	CompletesInTx()
-}
-
-// TakeOver hands the completion of the run that ctx belongs to over to the
-// caller, for a write inside the caller's own transaction by s, which must
-// be the Store the run was claimed with: the engine then does not complete
-// the record itself. result is what the run answers with: for a handler run
-// by Wrap or Middleware the response it is about to return (one of the
+// TakeCompletion hands the completion of the run to its caller, for a write by
+// store inside the caller's own transaction (pgstore's CompleteRunInTx and
+// CompleteRunInBatch): the engine then does not complete the record
+// itself. result is what the run answers with: for a handler run by Wrap
+// or Middleware the response it is about to return (one of the
 // AnyResponse types), for a function run by Function or SQSHandler its
-// result (kept as JSON).
-//
-// It is the primitive of a store's one-call atomic completion
-// (pgstore.Store.CompleteRunInTx), which a handler calls instead; a Store
-// author writes the returned Completion in the caller's transaction. It
-// reports false, and changes nothing, outside a protected run, after
-// DoNotStore, for a response that is not stored (Storable), or when the run
-// was already taken over. It fails, changing nothing, when s is not the
-// run's store or result is not of the run's kind.
-func TakeOver(ctx context.Context, s TxCompleter, result any) (idemstore.Completion, bool, error) {
-	run, ok := currentRun(ctx)
-	if !ok {
-		return idemstore.Completion{}, false, nil
+// result (kept as JSON). It reports false, and changes nothing, after
+// DoNotStore, for a response that is not stored (Storable), or when the
+// completion was already taken. It fails, changing nothing, when store is
+// not the run's store or result is not of the run's kind.
+func (r *runState) TakeCompletion(store any, result any) (idemstore.Completion, bool, error) {
+	if any(r.e.store) != store {
+		return idemstore.Completion{}, false, errors.New("idempotency: the store is not the one this run was claimed with; complete with the engine's own Store")
 	}
-	if any(run.e.store) != any(s) {
-		return idemstore.Completion{}, false, errors.New("idempotency: TakeOver: the store is not the one this run was claimed with; complete with the engine's own Store")
-	}
-	if run.stored == nil {
+	if r.stored == nil {
 		resp, err := resultResponse(result)
 		if err != nil {
-			return idemstore.Completion{}, false, fmt.Errorf("idempotency: TakeOver: the result does not encode as JSON: %w", err)
+			return idemstore.Completion{}, false, fmt.Errorf("idempotency: the result does not encode as JSON: %w", err)
 		}
-		c, ok := run.takeOver(resp)
+		c, ok := r.takeCompletion(resp)
 		return c, ok, nil
 	}
 	view, ok := responseView(result)
 	if !ok {
-		return idemstore.Completion{}, false, fmt.Errorf("idempotency: TakeOver: a protected request's result must be its response, one of the AnyResponse types, not %T", result)
+		return idemstore.Completion{}, false, fmt.Errorf("idempotency: a protected request's result must be its response, one of the AnyResponse types, not %T", result)
 	}
 	if !Storable(view.StatusCode) {
 		return idemstore.Completion{}, false, nil
 	}
-	c, ok := run.takeOver(run.stored(view))
+	c, ok := r.takeCompletion(r.stored(view))
 	return c, ok, nil
 }
+
+// ReturnCompletion returns the completion TakeCompletion handed out but that was not
+// written, because the caller's transaction rolled back before it
+// committed: the engine then completes or releases the record itself when
+// the handler returns, as if the completion had never been taken, and
+// the handler may answer with another response (or call DoNotStore). It
+// reports false, and changes nothing, when the completion was not taken
+// over.
+func (r *runState) ReturnCompletion() bool {
+	if !r.completionTaken.Load() {
+		return false
+	}
+	r.takenResponse = idemstore.Response{}
+	r.completionTaken.Store(false)
+	return true
+}
+
+var _ runctx.Run = (*runState)(nil)
 
 // responseView reads a response of one of the AnyResponse types.
 func responseView(v any) (apigw.Response, bool) {
@@ -81,70 +78,23 @@ func responseView(v any) (apigw.Response, bool) {
 	return apigw.Response{}, false
 }
 
-// AtomicCompletion lets a handler complete its idempotency record in the
-// same database transaction as its own writes (spec: atomic completion), so
-// that there is no moment at which the work is committed but the key is
-// still in progress. With pgstore, prefer its CompleteRunInTx, which takes
-// the run over and writes the completion in one call.
-//
-// Inside a handler run by Wrap or Middleware, call it with the response the
-// handler is about to return, write the returned Completion with the
-// store's transactional method (pgstore's CompleteInTx) in the handler's
-// transaction, commit, and return (for Middleware: write) resp unchanged:
-//
-//	c, ok := idempotency.AtomicCompletion(ctx, resp)
-//	if ok {
-//		if err := store.CompleteInTx(ctx, tx, c); err != nil {
-//			return rollbackAndFail(err) // ErrLeaseLost: another invocation owns the key
-//		}
-//	}
-//	if err := tx.Commit(ctx); err != nil { ... return the error }
-//	return resp, nil
-//
-// Once it has returned ok, Wrap does not complete the record itself. If the
-// handler then returns an error (its commit failed, say), Wrap releases the
-// record as usual: the transaction rolled back, so the record is still in
-// progress and owned by this invocation. A handler that then answers with
-// another response than the one it completed (another status, body or
-// kept header; for Middleware, other bytes written than passed) gets its
-// answer refused with 500 idempotency_response_mismatch: a replay is the
-// response the client got, so the client is never given one that its
-// retry would not get again.
-//
-// It reports false, and changes nothing, outside a protected request, when
-// the engine's Store cannot complete inside the caller's transaction (it is
-// no TxCompleter: Redis), for a response that is not stored (Storable), or
-// when called a second time.
-func AtomicCompletion[Resp AnyResponse](ctx context.Context, resp Resp) (idemstore.Completion, bool) {
-	run, ok := currentRun(ctx)
-	if !ok || run.stored == nil || !run.completesInTx() {
-		return idemstore.Completion{}, false
-	}
-	view := apigw.FromResponse(resp)
-	if !Storable(view.StatusCode) {
-		return idemstore.Completion{}, false
-	}
-	return run.takeOver(run.stored(view))
-}
-
 // DoNotStore tells Wrap not to store the response of the protected request
 // that ctx belongs to: when the handler returns, the record is released, as
 // after a transient failure, and the client's next request with the key runs
 // the handler again.
 //
 // A handler calls it when its own data shows that the key already belongs to
-// another request. The case in point is a retry after the key store was lost
-// (spec: no duplicate after losing keys): the task row records the key and
-// the fingerprint of the request that created it, and a request reusing the
-// key with another body is refused with 422. Stored, that 422 would become
-// the key's answer, and the original request's own retry would then be
-// refused too instead of getting its task back.
+// another request. The case in point is a retry after the key store was lost:
+// a row that records the key and the fingerprint of the request that created
+// it, and a request reusing the key with another body refused with 422.
+// Stored, that 422 would become the key's answer, and the original request's
+// own retry would then be refused too instead of getting its row back.
 //
 // It reports false, and changes nothing, outside a protected request or
-// after the handler completed the record itself (AtomicCompletion).
+// after the handler completed the record in its own transaction.
 func DoNotStore(ctx context.Context) bool {
 	run, ok := currentRun(ctx)
-	if !ok || run.takenOver.Load() {
+	if !ok || run.completionTaken.Load() {
 		return false
 	}
 	run.doNotStore.Store(true)

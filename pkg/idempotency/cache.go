@@ -29,7 +29,7 @@ const (
 // record answers exactly as the store would (a replay, or 422 for another
 // request with the same key) until it expires; what it cannot see is a
 // record removed from the store by hand before its expiry. Completions
-// written in the handler's own transaction (AtomicCompletion, AtomicResult)
+// written in the handler's own transaction (pgstore's CompleteRunInTx, CompleteRunInBatch)
 // are not cached, since only the handler knows whether they committed.
 //
 // With the default Fingerprint, a repeat of the very request a cached

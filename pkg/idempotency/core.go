@@ -10,6 +10,7 @@ import (
 
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/internal/apigw"
+	"github.com/ichido/ichido/pkg/idempotency/internal/runctx"
 )
 
 // engine is the one claim–run–finish flow behind every shape this package
@@ -220,10 +221,10 @@ type work func(ctx context.Context) (resp idemstore.Response, keep bool, err err
 // execute runs w on the record that ref claimed and then completes it with
 // w's response, or releases it when w fails, panics or keeps nothing. It
 // returns w's error; a panic goes on after the release. The handler's
-// context carries state, through which AtomicCompletion, AtomicResult and
-// DoNotStore reach this run.
+// context carries state, through which DoNotStore and a store's completion
+// in the caller's transaction reach this run.
 func (e *engine) execute(ctx context.Context, state *runState, obs *observation, w work) (err error) {
-	ctx = context.WithValue(ctx, runKey{}, state)
+	ctx = runctx.With(ctx, state)
 	runCtx := ctx
 	var hb *heartbeat
 	if obs.heartbeat {
@@ -264,7 +265,7 @@ func (e *engine) execute(ctx context.Context, state *runState, obs *observation,
 		obs.handler = "ok"
 		e.releaseRun(ctx, state, obs)
 		return nil
-	case state.takenOver.Load():
+	case state.completionTaken.Load():
 		// The work completed the record in its own transaction.
 		obs.handler = "ok"
 		obs.outcome = OutcomeCompleted
@@ -331,7 +332,7 @@ var errCompletedInTx = errors.New("the handler completed the record in its own t
 // run's owner token, the outcome is completed, not a lost lease.
 func (e *engine) releaseRun(ctx context.Context, state *runState, obs *observation) {
 	err := e.releaseCall(ctx, state.ref, obs)
-	if errors.Is(err, idemstore.ErrLeaseLost) && state.takenOver.Load() && e.completedBy(ctx, state.ref) {
+	if errors.Is(err, idemstore.ErrLeaseLost) && state.completionTaken.Load() && e.completedBy(ctx, state.ref) {
 		obs.outcome = OutcomeCompleted
 		obs.err = errors.Join(obs.err, errCompletedInTx)
 		return
@@ -412,46 +413,39 @@ func (e *engine) completion(ref idemstore.Ref, resp idemstore.Response) idemstor
 	return idemstore.Completion{Ref: ref, Response: resp, Now: now, ExpiresAt: now.Add(e.ttl)}
 }
 
-// runState is one claimed run, shared with AtomicCompletion, AtomicResult
-// and DoNotStore through the handler's context.
+// runState is one claimed run, shared with DoNotStore and with a store's
+// completion in the caller's transaction (TakeCompletion) through the handler's
+// context.
 type runState struct {
 	e   *engine
 	ref idemstore.Ref
 	// stored turns an HTTP response into what is kept; set by Wrap and
-	// Middleware (nil for functions, whose results AtomicResult encodes).
+	// Middleware (nil for functions, whose results TakeCompletion encodes).
 	stored func(apigw.Response) idemstore.Response
-	// takenOver is set when the handler took the completion into its own
+	// completionTaken is set when the handler took the completion into its own
 	// transaction; the engine then does not complete the record again.
-	takenOver atomic.Bool
+	completionTaken atomic.Bool
 	// doNotStore is set by DoNotStore: the engine releases the record
 	// instead of completing it.
 	doNotStore atomic.Bool
-	// atomicStored is the response the handler completed the record with
-	// when it took the completion over; set with takenOver.
-	atomicStored idemstore.Response
+	// takenResponse is the response the handler completed the record with
+	// when it took the completion; set with completionTaken.
+	takenResponse idemstore.Response
 }
-
-// completesInTx reports whether the run's Store can complete inside its
-// caller's transaction (TxCompleter).
-func (r *runState) completesInTx() bool {
-	_, ok := r.e.store.(TxCompleter)
-	return ok
-}
-
-type runKey struct{}
 
 // currentRun returns the run that ctx belongs to.
 func currentRun(ctx context.Context) (*runState, bool) {
-	run, ok := ctx.Value(runKey{}).(*runState)
+	r, _ := runctx.From(ctx)
+	run, ok := r.(*runState)
 	return run, ok
 }
 
-// takeOver hands the completion of the run to its handler, once, and
+// takeCompletion hands the completion of the run to its handler, once, and
 // returns the Completion to write.
-func (r *runState) takeOver(resp idemstore.Response) (idemstore.Completion, bool) {
-	if r.doNotStore.Load() || !r.takenOver.CompareAndSwap(false, true) {
+func (r *runState) takeCompletion(resp idemstore.Response) (idemstore.Completion, bool) {
+	if r.doNotStore.Load() || !r.completionTaken.CompareAndSwap(false, true) {
 		return idemstore.Completion{}, false
 	}
-	r.atomicStored = resp
+	r.takenResponse = resp
 	return r.e.completion(r.ref, resp), true
 }

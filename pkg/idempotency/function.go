@@ -232,8 +232,8 @@ func (c FunctionConfig[In]) validate() error {
 // unexported fields and what JSON cannot carry are not repeated.
 //
 // Inside fn, DoNotStore makes this call's result not count (the record is
-// released), and AtomicResult lets fn complete the record in its own
-// database transaction.
+// released), and pgstore's CompleteRunInTx lets fn complete the record in
+// its own database transaction.
 //
 // Function returns an error, and no function, when fn is nil or cfg is
 // invalid; the message names the field to fix.
@@ -457,28 +457,4 @@ func payloadHash(name string, checked bool, payload []byte) string {
 		}
 	}
 	return hex.EncodeToString(h.Sum(nil))
-}
-
-// AtomicResult is AtomicCompletion for a function run by Function or
-// SQSHandler: called inside fn with the result fn is about to return, it
-// returns the Completion to write with the store's transactional method
-// (pgstore's CompleteInTx) in fn's own transaction, and the engine then
-// does not complete the record itself. If fn then fails, the record is
-// released as usual.
-//
-// It reports false, and changes nothing, outside such a call, when the
-// engine's Store cannot complete inside the caller's transaction (it is no
-// TxCompleter: Redis), after DoNotStore, when called a second time, or when
-// out does not encode as JSON. With pgstore, prefer its CompleteRunInTx,
-// which takes the run over and writes the completion in one call.
-func AtomicResult[Out any](ctx context.Context, out Out) (idemstore.Completion, bool) {
-	run, ok := currentRun(ctx)
-	if !ok || run.stored != nil || !run.completesInTx() {
-		return idemstore.Completion{}, false
-	}
-	resp, err := resultResponse(out)
-	if err != nil {
-		return idemstore.Completion{}, false
-	}
-	return run.takeOver(resp)
 }

@@ -32,7 +32,7 @@ const (
 	// store's largest record); it does not run again (422).
 	CodeResponseNotKept = "idempotency_response_not_kept"
 	// CodeResponseMismatch: the handler completed its record in its own
-	// transaction (AtomicCompletion) with another response than the one it
+	// transaction (pgstore's CompleteRunInTx) with another response than the one it
 	// answered with; the answer is refused, and a retry with the same key
 	// replays the completed response (500).
 	CodeResponseMismatch = "idempotency_response_mismatch"

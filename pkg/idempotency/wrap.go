@@ -174,7 +174,7 @@ func (d *decorator) serve(ctx context.Context, view Request, bodySize int, run f
 			return idemstore.Response{}, false, nil
 		}
 		kept := d.stored(resp)
-		if state.takenOver.Load() && !sameResponse(kept, state.atomicStored) {
+		if state.completionTaken.Load() && !sameResponse(kept, state.takenResponse) {
 			mismatch = true
 		}
 		return kept, true, nil
@@ -182,7 +182,7 @@ func (d *decorator) serve(ctx context.Context, view Request, bodySize int, run f
 	if mismatch && err == nil {
 		// The handler completed the record with one response and answered
 		// with another: the client must not get what its retry would not.
-		obs.err = errors.Join(obs.err, errors.New("the handler answered with another response than the one it completed in its transaction (AtomicCompletion); the answer is refused, the completed one replays"))
+		obs.err = errors.Join(obs.err, errors.New("the handler answered with another response than the one it completed in its transaction; the answer is refused, the completed one replays"))
 		return refuse(OutcomeCompleted, problem.New(http.StatusInternalServerError, CodeResponseMismatch,
 			"The request was processed, but its response could not be confirmed. Retry with the same Idempotency-Key to get it."))
 	}

@@ -4,16 +4,16 @@
 // the same conformance suite, so a handler wrapped by idempotency.Wrap does
 // not change when the store does. Every write is conditional on the owner
 // token: a claim, a completion, a release and a renewal change nothing that
-// the caller does not own. docs/dynamodb.md says when to choose it.
+// the caller does not own. It costs nothing while idle and a write unit or
+// two per request.
 //
 // # The table
 //
 // One item per record, on a table of on-demand capacity with Time to Live
-// on (CreateTableInput and TimeToLiveInput describe it; the stack's
-// template declares the same). Every attribute name is configurable
-// (Options.Names), so that an existing table fits; the defaults match the
-// layout of Powertools for AWS Lambda's DynamoDB layer (partition key "id",
-// TTL on "expiration"):
+// on (CreateTableInput and TimeToLiveInput describe it). Every attribute
+// name is configurable (Options.Names), so that an existing table fits; the
+// defaults match the layout of Powertools for AWS Lambda's DynamoDB layer
+// (partition key "id", TTL on "expiration"):
 //
 //	id            S  partition key: KeyPrefix + user id + "#" + key; with a
 //	                 sort key (Names.SortKey), KeyPrefix + user id, and the
@@ -100,25 +100,24 @@
 // says consumes write capacity by the size of the existing item (one write
 // unit per KB, rounded up, at least one): a replay of a record of n KB
 // costs n write units, where a strongly consistent read would cost n/4
-// read units. A lower MaxRecordBytes bounds it; docs/dynamodb.md and
-// docs/cost.md give the figures.
+// read units. A lower MaxRecordBytes bounds it.
 //
 // # Errors
 //
-// Failures that no retry cures are permanent StoreErrors: the table
-// missing (ResourceNotFoundException), privileges (AccessDeniedException),
-// credentials (UnrecognizedClientException and the signature errors), a
-// request DynamoDB refuses (ValidationException, such as names that do not
-// match the key schema), an item under the store's keys that is not a
-// record. Throttling, server errors, timeouts and the network are
+// Failures that no retry cures are a *idemstore.Error with Permanent set
+// (idemstore.IsPermanent): the table missing (ResourceNotFoundException),
+// privileges (AccessDeniedException), credentials
+// (UnrecognizedClientException and the signature errors), a request
+// DynamoDB refuses (ValidationException, such as names that do not match
+// the key schema), an item under the store's keys that is not a record. Throttling, server errors, timeouts and the network are
 // transient. Check runs DescribeTable at start-up: the table, its key
 // schema, and the role's access, before the first request.
 //
 // # Operators
 //
-// The store implements idemstore.Admin (cmd/keystore's get, list and
-// delete): Get is a strongly consistent GetItem, Delete a DeleteItem, and
-// List a Scan of the table (a Query of one user's records on a table with a
-// sort key). They need an operator's grants (GetItem, DeleteItem, Scan,
+// The store implements idemstore.Admin (the get, list and delete of the
+// module's operations command): Get is a strongly consistent GetItem,
+// Delete a DeleteItem, and List a Scan of the table (a Query of one user's
+// records on a table with a sort key). They need an operator's grants (GetItem, DeleteItem, Scan,
 // Query), which the functions' role does not have.
 package dynamostore

@@ -12,8 +12,8 @@
 //
 // Its records live in the process and die with it: it is not a store for
 // production, where two execution environments must share their records
-// (use pgstore or redisstore). Like a store with a server, it decides
-// takeover and expiry against the earlier of the caller's clock
+// (use pgstore, redisstore or dynamostore). Like a store with a server, it
+// decides takeover and expiry against the earlier of the caller's clock
 // (Claim.Now) and its own, the process's time.Now.
 package memstore
 

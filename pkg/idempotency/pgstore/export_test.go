@@ -1,5 +1,12 @@
 package pgstore
 
+import (
+	"context"
+
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
+	"github.com/jackc/pgx/v5"
+)
+
 // The envelope's encoder and parser, for the tests of package pgstore_test
 // (which may use a real database; this package's own tests cannot import
 // pgtest, which imports this package).
@@ -10,3 +17,9 @@ var (
 	DecodeEnvelope = decodeEnvelope
 	ParseEnvelope  = parseEnvelope
 )
+
+// CompleteInTx is Complete inside tx, the write that CompleteRunInTx makes
+// once the run's completion is taken.
+func (s *Store) CompleteInTx(ctx context.Context, tx pgx.Tx, c idemstore.Completion) error {
+	return s.complete(ctx, tx, c)
+}

@@ -1,11 +1,10 @@
 // Package pgstore keeps idempotency records in PostgreSQL, in the UNLOGGED
-// table idempotency_keys of ADR 009, with the key store's own migrations
-// (Migrate, or the plain SQL files of Migrations for another migration
-// tool) in a schema the user chooses.
+// table idempotency_keys, with the key store's own migrations (Migrate, or
+// the plain SQL files of Migrations for another migration tool) in a schema
+// the user chooses.
 //
 // Each Store method is one statement, one round trip, calling a PL/pgSQL
-// function of the migrations (migrations/0003_hot_path_functions.sql, and
-// 0004_lean_claim.sql for the claim):
+// function that the migrations create:
 //
 //   - Claim calls idempotency_key_claim: it returns the record that counts
 //     as present, if there is one, without writing anything (a replay, a
@@ -15,8 +14,8 @@
 //   - Complete calls idempotency_key_complete, an UPDATE fenced by the owner
 //     token and the in-progress status.
 //   - Release calls idempotency_key_release, a DELETE fenced the same way.
-//   - Renew calls idempotency_key_renew (0006_lease_renewal.sql), an UPDATE
-//     of the lease fenced the same way.
+//   - Renew calls idempotency_key_renew, an UPDATE of the lease fenced the
+//     same way.
 //
 // Takeover and expiry are decided against the earlier of the caller's
 // clock (Claim.Now) and the server's: a caller whose clock runs ahead never
@@ -27,11 +26,11 @@
 // The statements keep no session state (no SET, no advisory locks, no
 // SQL-level PREPARE) and work in every pgx query exec mode, so the pool may
 // use QueryExecModeExec or QueryExecModeSimpleProtocol to go through a
-// transaction-pooling proxy (RDS Proxy, PgBouncer); see docs/adr/0025. The
-// mode is the pool's business: pgstore never changes it.
+// transaction-pooling proxy (RDS Proxy, PgBouncer). The mode is the pool's
+// business: pgstore never changes it.
 //
 // The response is kept in response_body (JSONB) as an envelope whose body is
-// a JSON string, so that it replays byte for byte; see docs/adr.
+// a JSON string, so that it replays byte for byte.
 package pgstore
 
 import (
@@ -46,8 +45,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
+	"github.com/ichido/ichido/pkg/idempotency/internal/runctx"
 )
 
 // Options configures a Store. A nil *Options means all defaults.
@@ -82,7 +81,7 @@ type Store struct {
 }
 
 // querier is what a Store needs of a pool; a pgx.Tx has it too, which is how
-// CompleteInTx shares the completion.
+// CompleteRunInTx shares the completion.
 type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
@@ -178,28 +177,14 @@ func (s *Store) Complete(ctx context.Context, c idemstore.Completion) error {
 	return s.complete(ctx, s.db, c)
 }
 
-// CompleteInTx is Complete run inside tx, the transaction that holds a
-// handler's own writes (spec: atomic completion). The record is completed
-// if and only if tx commits, so there is no moment at which the work is
-// committed but the key still in progress. It is fenced like Complete: on
-// ErrLeaseLost another invocation owns the key, nothing was written to the
-// record, and the caller should roll tx back so that its work is not
-// committed twice. On a *idemstore.Error the transaction is unusable and must be
-// rolled back too.
-//
-// The record must have been claimed by c.Owner beforehand (Store.Claim);
-// tx must be on the same database as the Store's pool.
-func (s *Store) CompleteInTx(ctx context.Context, tx pgx.Tx, c idemstore.Completion) error {
-	return s.complete(ctx, tx, c)
-}
-
-// CompleteRunInTx is atomic completion in one call: inside a handler run by
-// idempotency.Wrap or Middleware (result: the response it is about to
-// return, one of idempotency.AnyResponse), or a function run by
-// idempotency.Function or SQSHandler (result: its result), it takes the
-// completion of the run that ctx belongs to over from the engine and writes
-// it inside tx, so that the record is completed if and only if tx commits.
-// The engine then does not complete the record itself.
+// CompleteRunInTx completes the run's record inside tx, the caller's own
+// transaction, so that the record is completed if and only if tx commits:
+// there is no moment at which the work is committed but the key is still in
+// progress. It is called inside a handler run by idempotency.Wrap or
+// Middleware (result: the response it is about to return, one of
+// idempotency.AnyResponse) or a function run by idempotency.Function or
+// SQSHandler (result: its result); the engine then does not complete the
+// record itself.
 //
 //	if _, err := store.CompleteRunInTx(ctx, tx, resp); err != nil {
 //		return rollbackAndFail(err) // ErrLeaseLost: another invocation owns the key
@@ -208,13 +193,21 @@ func (s *Store) CompleteInTx(ctx context.Context, tx pgx.Tx, c idemstore.Complet
 //	return resp, nil
 //
 // It reports false and writes nothing when there is nothing to complete:
-// outside such a run, after DoNotStore, for a response that is not stored,
-// or when the run was taken over before. It fails, writing nothing, when s
-// is not the Store the run was claimed with (tx must be on that Store's
-// database too). The errors of the write are CompleteInTx's: on any error
-// the caller rolls tx back and fails, and the engine releases the record.
+// outside such a run, after idempotency.DoNotStore, for a response that is
+// not stored, or when the run's completion was taken before. It fails,
+// writing nothing, when s is not the Store the run was claimed with (tx
+// must be on that Store's database too). It is fenced like Complete: on
+// idemstore.ErrLeaseLost another invocation owns the key and nothing was
+// written to the record; on any error the caller rolls tx back and fails,
+// and the engine releases the record. A handler that then answers with
+// another response than the one it completed is refused with 500
+// idempotency_response_mismatch.
 func (s *Store) CompleteRunInTx(ctx context.Context, tx pgx.Tx, result any) (bool, error) {
-	c, ok, err := idempotency.TakeOver(ctx, s, result)
+	run, ok := runctx.From(ctx)
+	if !ok {
+		return false, nil
+	}
+	c, ok, err := run.TakeCompletion(s, result)
 	if err != nil || !ok {
 		return false, err
 	}
@@ -224,30 +217,38 @@ func (s *Store) CompleteRunInTx(ctx context.Context, tx pgx.Tx, result any) (boo
 	return true, nil
 }
 
-// CompletesInTx marks Store as an idempotency.TxCompleter: it can complete
-// a record inside its caller's transaction (CompleteRunInTx, CompleteInTx).
-func (s *Store) CompletesInTx() {}
-
-var _ idempotency.TxCompleter = (*Store)(nil)
-
-// CompleteInBatch queues Complete on b, the batch that holds a handler's
-// own writes: a batch sent outside an explicit transaction (pool.SendBatch)
-// runs in one implicit transaction, so the work and the completion commit
-// together, in the batch's one round trip, and a statement of the batch
-// that fails rolls back both. It is the one-round-trip form of CompleteInTx,
-// for a handler whose response is known before its writes are sent (ids and
-// times made by the handler).
+// CompleteRunInBatch is CompleteRunInTx in a batch: it queues the run's
+// completion on b, the batch that holds the caller's own writes. A batch
+// sent outside an explicit transaction (pool.SendBatch) runs in one implicit
+// transaction, so the writes and the completion commit together in the
+// batch's one round trip, and a statement of the batch that fails rolls
+// back both. It is for a handler whose response is known before its writes
+// are sent (ids and times made by the handler).
 //
-// The returned function reports the completion's outcome once the batch's
-// results have been read (BatchResults.Close): nil when written,
-// ErrLeaseLost when the record is no longer c.Owner's (nothing was written
-// to it, but the batch's other statements did commit), a *idemstore.Error when
-// the statement failed or did not run. An encoding failure is returned at
-// once and nothing is queued.
-func (s *Store) CompleteInBatch(b *pgx.Batch, c idemstore.Completion) (func(ctx context.Context) error, error) {
+// It reports false and queues nothing when there is nothing to complete
+// (as CompleteRunInTx), and fails, queuing nothing, when s is not the run's
+// Store, result is not of the run's kind, or the response is larger than
+// the store keeps. Otherwise it returns done, to be called once the
+// batch's results have been read (BatchResults.Close): nil when the
+// completion was written; idemstore.ErrLeaseLost when the record is no
+// longer the run's (nothing was written to it, but the batch's other
+// statements did commit); a *idemstore.Error when the completion failed or
+// did not run, in which case the batch rolled back and the completion is
+// given back to the engine, which completes or releases the record itself
+// when the handler returns (the handler may answer otherwise then).
+func (s *Store) CompleteRunInBatch(ctx context.Context, b *pgx.Batch, result any) (done func(ctx context.Context) error, ok bool, err error) {
+	run, ok := runctx.From(ctx)
+	if !ok {
+		return nil, false, nil
+	}
+	c, ok, err := run.TakeCompletion(s, result)
+	if err != nil || !ok {
+		return nil, false, err
+	}
 	env, err := s.envelope(c)
 	if err != nil {
-		return nil, err
+		run.ReturnCompletion()
+		return nil, false, err
 	}
 	var written, ran bool
 	var scanErr error
@@ -259,14 +260,16 @@ func (s *Store) CompleteInBatch(b *pgx.Batch, c idemstore.Completion) (func(ctx 
 	return func(ctx context.Context) error {
 		switch {
 		case scanErr != nil:
+			run.ReturnCompletion()
 			return storeError(ctx, "complete", scanErr)
 		case !ran:
+			run.ReturnCompletion()
 			return storeError(ctx, "complete", errors.New("the batch ended before the completion ran"))
 		case !written:
 			return idemstore.ErrLeaseLost
 		}
 		return nil
-	}, nil
+	}, true, nil
 }
 
 // envelope encodes c's response as response_body keeps it, within the

@@ -89,7 +89,7 @@ func TestCompleteInTx(t *testing.T) {
 }
 
 // TestAtomicCompletionThroughWrap runs a handler that completes its key in
-// its own transaction (idempotency.AtomicCompletion + CompleteInTx): the
+// its own transaction (CompleteRunInTx): the
 // decorator does not complete again, the replay is the handler's response,
 // and a handler whose commit fails has its key released for the retry.
 func TestAtomicCompletionThroughWrap(t *testing.T) {
@@ -116,13 +116,14 @@ func TestAtomicCompletionThroughWrap(t *testing.T) {
 			return events.APIGatewayV2HTTPResponse{}, err
 		}
 		resp := events.APIGatewayV2HTTPResponse{StatusCode: 201, Headers: map[string]string{"Content-Type": "application/json"}, Body: `{"key":"` + info.Key + `"}`}
-		c, ok := idempotency.AtomicCompletion(ctx, resp)
-		require.True(t, ok)
-		_, again := idempotency.AtomicCompletion(ctx, resp)
-		require.False(t, again, "a second call must not hand out the completion again")
-		if err := st.CompleteInTx(ctx, tx, c); err != nil {
+		ok, err = st.CompleteRunInTx(ctx, tx, resp)
+		if err != nil {
 			return events.APIGatewayV2HTTPResponse{}, err
 		}
+		require.True(t, ok)
+		again, err := st.CompleteRunInTx(ctx, tx, resp)
+		require.NoError(t, err)
+		require.False(t, again, "a second call must not complete the run again")
 		if failCommit {
 			return events.APIGatewayV2HTTPResponse{}, errors.New("commit failed")
 		}

@@ -1,8 +1,8 @@
 // Package redisstore keeps idempotency records in Redis or Valkey (Amazon
-// ElastiCache), the second store that ADR 009 names for growth past about
-// 10,000 monthly active users. It implements the same idemstore.Store
-// contract as package pgstore and passes the same conformance suite, so a
-// handler wrapped by idempotency.Wrap does not change when the store does.
+// ElastiCache), a store for growth past about 10,000 monthly active users.
+// It implements the same idemstore.Store contract as package pgstore and
+// passes the same conformance suite, so a handler wrapped by
+// idempotency.Wrap does not change when the store does.
 // It needs Redis 7.0 or later, or Valkey (SET with both NX and GET); on
 // Valkey 8.1 or Redis 8.4 and later a first request's completion is a plain
 // command instead of a script.
@@ -14,7 +14,7 @@
 // Scope keeps all its records under the function's user. Every command and
 // script touches one key. Records written under the earlier key name
 // "<prefix>{<user_id>}:<key>", whose hash tag held the user alone, are not
-// read; see docs/adr/0090-redis-hash-tag-per-record.md.
+// read.
 //
 // # Operations
 //
@@ -54,7 +54,7 @@
 // status, the script's fence. When the bytes differ (the record was taken
 // over, or renewed where this store did not see it) nothing is written and
 // the script decides; a server that refuses IFEQ gets the script from then
-// on. See docs/adr/0101-redis-native-fenced-completion.md.
+// on.
 //
 // Expired records are removed by Redis itself: each write gives the key
 // the record's time to live (PX), ExpiresAt − Now (while in progress, up to
@@ -62,8 +62,7 @@
 // that a caller whose clock runs behind does not see its record vanish at
 // once; one whose clock runs ahead by s sees it vanish s before its
 // ExpiresAt, at the end of a TTL of hours. The claim's decision is always
-// taken with the times above. See docs/adr/0060-redis-store.md,
-// docs/adr/0026 and docs/adr/0086-redis-one-command-hot-path.md.
+// taken with the times above.
 //
 // # Record format
 //
@@ -90,9 +89,9 @@
 // a decoded record share the reply's memory. A value of another version,
 // or one too short for its lengths, is not a record, nor is a key of
 // another type (a hash, a list): the store answers with a
-// *idemstore.Error and leaves it alone. A later format takes the
-// next version number; docs/versioning.md says what is promised across
-// versions.
+// *idemstore.Error and leaves it alone. A later format takes the next
+// version number, and the project's version policy says what is promised
+// across versions.
 package redisstore
 
 import (

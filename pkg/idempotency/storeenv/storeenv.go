@@ -1,6 +1,6 @@
 // Package storeenv builds the idempotency store that the environment
 // names, in one call, so that a program switches between PostgreSQL, Redis
-// and DynamoDB by configuration alone, as the sample task API does:
+// and DynamoDB by configuration alone:
 //
 //	store, closeStore, err := storeenv.Open(ctx, os.Getenv, nil)
 //	if err != nil {
@@ -28,9 +28,9 @@
 //	                   or DB_AUTH=iam and DB_HOST, DB_PORT, DB_NAME,
 //	                   DB_USER, AWS_REGION for RDS Proxy with IAM)
 //
-// The key store's own tables must exist: pgstore.Migrate (or cmd/keystore)
-// creates them; Redis needs nothing; the DynamoDB table is the stack's (or
-// dynamostore's CreateTableInput).
+// The key store's own tables must exist: pgstore.Migrate (or the module's
+// operations command) creates them; Redis needs nothing; the DynamoDB table
+// must exist too (dynamostore's CreateTableInput describes it).
 package storeenv
 
 import (

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ichido/ichido/pkg/idempotency"
+	"github.com/ichido/ichido/pkg/idempotency/internal/runctx"
 )
 
 // functionHardeningCases are the function and batch answers a second
@@ -85,24 +86,31 @@ var functionHardeningCases = []functionCase{
 		require.Equal(t, []string{changed.MessageId}, failedIDs(resp))
 		require.EqualValues(t, 1, e.runsOf(checked.MessageId))
 	}},
-	{"AtomicResult reports false on a store that cannot complete in the caller's transaction", func(t *testing.T, e *funcEnv) {
-		// The case's store wraps the real one, as any decorator of a store
-		// would: it cannot write a completion inside the caller's
-		// transaction, so nothing is handed out and the engine completes.
-		var handedOut bool
+	{"a completion taken by another store than the run's is refused, and the engine completes", func(t *testing.T, e *funcEnv) {
+		// Only the run's own store may write its completion in the caller's
+		// transaction: a store that wraps it (as the case's store wraps the
+		// real one) is refused, nothing is handed out, and the engine
+		// completes the record itself.
+		var takeErr error
+		var taken, found bool
 		f := e.newOrder(func(ctx context.Context, o order) error {
-			_, handedOut = idempotency.AtomicResult(ctx, receipt{OrderID: o.ID})
+			var run runctx.Run
+			if run, found = runctx.From(ctx); found {
+				_, taken, takeErr = run.TakeCompletion(struct{}{}, receipt{OrderID: o.ID})
+			}
 			return nil
 		})
 		o := order{ID: uuid.NewString()}
 		first, err := f(context.Background(), o)
 		require.NoError(t, err)
-		require.False(t, handedOut)
+		require.True(t, found, "the run is in the function's context")
+		require.Error(t, takeErr)
+		require.False(t, taken)
 		again, err := f(context.Background(), o)
 		require.NoError(t, err, "the key completed: a repeat replays instead of ErrInProgress")
 		require.Equal(t, first.Run, again.Run)
 		require.EqualValues(t, 1, e.runsOf(o.ID))
-		_, _, err = idempotency.TakeOver(context.Background(), nil, receipt{})
-		require.NoError(t, err, "outside a run there is nothing to take over")
+		_, found = runctx.From(context.Background())
+		require.False(t, found, "outside a run there is nothing to take over")
 	}},
 }

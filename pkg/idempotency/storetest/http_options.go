@@ -19,6 +19,7 @@ import (
 	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/internal/apigw"
+	"github.com/ichido/ichido/pkg/idempotency/internal/runctx"
 )
 
 // hardening2Cases are the answers a second adversarial review found wrong:
@@ -118,20 +119,23 @@ var hardening2Cases = []behaviourCase{
 		require.Equal(t, http.StatusCreated, first.StatusCode, "body: %s", first.Body)
 		requireReplay(t, first, e.do(inv, req))
 	}},
-	{"AtomicCompletion reports false on a store that cannot complete in the caller's transaction", func(t *testing.T, e *env) {
-		// The case's store wraps the real one and cannot write inside a
-		// transaction of the handler's: nothing is handed out, and the
-		// engine completes the record itself.
-		var handedOut []bool
+	{"a completion taken by another store than the run's is refused, and the engine completes", func(t *testing.T, e *env) {
+		// Only the run's own store may write its completion in the
+		// handler's transaction: any other (the case's store wraps the real
+		// one) is refused, nothing is handed out, and the engine completes
+		// the record itself.
+		var refused []bool
 		inv := e.wrap(func(ctx context.Context, req idempotency.Request) (apigw.Response, error) {
 			resp, err := e.respond(http.StatusCreated)(ctx, req)
-			_, ok := atomicCompletion(ctx, e.p.name, resp)
-			handedOut = append(handedOut, ok)
+			if run, ok := runctx.From(ctx); ok {
+				_, taken, takeErr := run.TakeCompletion(struct{}{}, apigw.ToResponse[events.APIGatewayV2HTTPResponse](resp))
+				refused = append(refused, takeErr != nil && !taken)
+			}
 			return resp, err
 		})
 		first := e.do(inv, e.post(`{}`))
 		require.Equal(t, http.StatusCreated, first.StatusCode)
-		require.Equal(t, []bool{false}, handedOut)
+		require.Equal(t, []bool{true}, refused)
 		requireReplay(t, first, e.do(inv, e.post(`{}`)))
 		require.EqualValues(t, 1, e.runs.Load())
 	}},
@@ -232,9 +236,3 @@ var hardening2Cases = []behaviourCase{
 
 // testLogger is the case's JSON logger, as env.wrap gives it.
 func testLogger(e *env) *slog.Logger { return slog.New(slog.NewJSONHandler(e.logs, nil)) }
-
-// atomicCompletion calls idempotency.AtomicCompletion with the table
-// handler's response, in an HTTP API's shape (any of the shapes would do).
-func atomicCompletion(ctx context.Context, _ string, resp apigw.Response) (idemstore.Completion, bool) {
-	return idempotency.AtomicCompletion(ctx, apigw.ToResponse[events.APIGatewayV2HTTPResponse](resp))
-}

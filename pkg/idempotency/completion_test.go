@@ -11,36 +11,38 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ichido/ichido/pkg/idempotency"
+	"github.com/ichido/ichido/pkg/idempotency/internal/runctx"
 )
 
-// txMemStore is a memStore that says it completes inside a caller's
-// transaction, so that AtomicCompletion hands completions out on it.
-type txMemStore struct{ *memStore }
-
-func (txMemStore) CompletesInTx() {}
-
-// TestAbandonCompletion: a handler that took its completion over and gives
-// it back (its transaction rolled back) answers with another response, which
-// the engine stores and replays; outside a run, or with nothing taken over,
-// AbandonCompletion reports false.
-func TestAbandonCompletion(t *testing.T) {
+// TestReturnCompletion: a handler whose store took its completion over
+// and gave it back (its transaction rolled back) answers with another
+// response, which the engine stores and replays; with nothing taken over,
+// ReturnCompletion reports false.
+func TestReturnCompletion(t *testing.T) {
 	t.Parallel()
-	require.False(t, idempotency.AbandonCompletion(context.Background()))
-	var abandonedTwice bool
+	_, inRun := runctx.From(context.Background())
+	require.False(t, inRun)
+	store := newMemStore()
+	var taken, returned, returnedTwice bool
+	var takeErr error
 	h, err := idempotency.Wrap(func(ctx context.Context, _ events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 		planned := events.APIGatewayV2HTTPResponse{StatusCode: http.StatusCreated, Body: `{"planned":true}`}
-		_, ok := idempotency.AtomicCompletion(ctx, planned)
-		require.True(t, ok)
-		require.True(t, idempotency.AbandonCompletion(ctx), "the completion was not written: it goes back")
-		abandonedTwice = idempotency.AbandonCompletion(ctx)
+		if run, ok := runctx.From(ctx); ok {
+			_, taken, takeErr = run.TakeCompletion(store, planned)
+			returned = run.ReturnCompletion() // the completion was not written: it goes back
+			returnedTwice = run.ReturnCompletion()
+		}
 		return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusOK, Body: `{"found":true}`}, nil
-	}, idempotency.Config{Store: txMemStore{newMemStore()}, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Metrics: io.Discard})
+	}, idempotency.Config{Store: store, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Metrics: io.Discard})
 	require.NoError(t, err)
 
 	first, err := h(context.Background(), request(userA, keyA))
 	require.NoError(t, err)
+	require.NoError(t, takeErr)
+	require.True(t, taken)
+	require.True(t, returned)
+	require.False(t, returnedTwice)
 	require.Equal(t, http.StatusOK, first.StatusCode, "the other answer is given, not refused as a mismatch")
-	require.False(t, abandonedTwice)
 	replay, err := h(context.Background(), request(userA, keyA))
 	require.NoError(t, err)
 	require.Equal(t, "true", replay.Headers[idempotency.ReplayedHeader])
