@@ -70,10 +70,12 @@ type WaitLoad struct {
 // cachedWrap protects h with store and a local cache.
 func (b *bench) cachedWrap(h handler, store idemstore.Store) (handler, error) {
 	return idempotency.Wrap(h, idempotency.Config{
-		Store:      store,
-		LocalCache: &idempotency.LocalCache{},
-		Logger:     slog.New(slog.NewJSONHandler(b.devnull, nil)),
-		Metrics:    b.devnull,
+		Store: store,
+		Settings: idempotency.Settings{
+			LocalCache: &idempotency.LocalCache{},
+			Logger:     slog.New(slog.NewJSONHandler(b.devnull, nil)),
+			Metrics:    b.devnull,
+		},
 	})
 }
 
@@ -217,10 +219,12 @@ func (b *bench) cacheMemory(ctx context.Context, res *BeyondResult) error {
 		n = 2_000
 	}
 	h, err := idempotency.Wrap(noop, idempotency.Config{
-		Store:      nullStore{},
-		LocalCache: &idempotency.LocalCache{MaxEntries: n, MaxBytes: 1 << 30},
-		Logger:     slog.New(slog.NewJSONHandler(b.devnull, nil)),
-		Metrics:    b.devnull,
+		Store: nullStore{},
+		Settings: idempotency.Settings{
+			LocalCache: &idempotency.LocalCache{MaxEntries: n, MaxBytes: 1 << 30},
+			Logger:     slog.New(slog.NewJSONHandler(b.devnull, nil)),
+			Metrics:    b.devnull,
+		},
 	})
 	if err != nil {
 		return err
@@ -288,10 +292,12 @@ func (b *bench) waitLoad(ctx context.Context, store idemstore.Store, d time.Dura
 	}
 	counting := &countingClaims{Store: store}
 	dup, err := idempotency.Wrap(noop, idempotency.Config{
-		Store:         counting,
-		WaitForResult: 10 * time.Second,
-		Logger:        slog.New(slog.NewJSONHandler(b.devnull, nil)),
-		Metrics:       b.devnull,
+		Store: counting,
+		Settings: idempotency.Settings{
+			WaitForResult: 10 * time.Second,
+			Logger:        slog.New(slog.NewJSONHandler(b.devnull, nil)),
+			Metrics:       b.devnull,
+		},
 	})
 	if err != nil {
 		return WaitLoad{}, err

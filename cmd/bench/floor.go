@@ -72,9 +72,11 @@ const taskBody = `{"title":"bench task","description":"measured by cmd/bench"}`
 // are formatted and written to /dev/null, as Lambda would ship them.
 func (b *bench) wrap(h handler, store idemstore.Store) (handler, error) {
 	return idempotency.Wrap(h, idempotency.Config{
-		Store:   store,
-		Logger:  slog.New(slog.NewJSONHandler(b.devnull, nil)),
-		Metrics: b.devnull,
+		Store: store,
+		Settings: idempotency.Settings{
+			Logger:  slog.New(slog.NewJSONHandler(b.devnull, nil)),
+			Metrics: b.devnull,
+		},
 	})
 }
 

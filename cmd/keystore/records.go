@@ -171,7 +171,7 @@ func (f *recordFlags) ids(list bool) (userID, key string, err error) {
 		default:
 			return "", "", fmt.Errorf("-key-format is %q: use uuid or opaque", f.keyFormat)
 		}
-		return idempotency.HTTPRecordID(idempotency.Config{KeyFormat: format, KeyPrefix: f.prefix}, f.sub, f.key)
+		return idempotency.HTTPRecordID(idempotency.Config{KeyFormat: format, Settings: idempotency.Settings{KeyPrefix: f.prefix}}, f.sub, f.key)
 	case f.sub != "":
 		return idempotency.SubjectUUID(f.sub), strings.ToLower(f.recordKey), nil
 	case f.user != "" && f.recordKey != "":

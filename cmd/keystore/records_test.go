@@ -105,7 +105,7 @@ func testRecordCommands(t *testing.T, store idemstore.Store, env func(string) st
 	h, err := idempotency.Wrap(func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 		runs++
 		return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusCreated, Body: `{"order":"ord-1"}`}, nil
-	}, idempotency.Config{Store: store, KeyFormat: idempotency.KeyOpaque, KeyPrefix: "orders", Logger: quiet, Metrics: io.Discard})
+	}, idempotency.Config{Store: store, KeyFormat: idempotency.KeyOpaque, Settings: idempotency.Settings{KeyPrefix: "orders", Logger: quiet, Metrics: io.Discard}})
 	require.NoError(t, err)
 	sub := "auth0|" + uuid.NewString()
 	req := events.APIGatewayV2HTTPRequest{RawPath: "/orders", Headers: map[string]string{"idempotency-key": "order-1/charge"}}
@@ -136,8 +136,9 @@ func testRecordCommands(t *testing.T, store idemstore.Store, env func(string) st
 		during = out
 		return "charged " + orderID, nil
 	}, idempotency.FunctionConfig[string]{
-		Store: store, Name: name, Logger: quiet, Metrics: io.Discard,
-		Key: func(_ context.Context, orderID string) (string, error) { return orderID, nil },
+		Store: store, Name: name,
+		Key:      func(_ context.Context, orderID string) (string, error) { return orderID, nil },
+		Settings: idempotency.Settings{Logger: quiet, Metrics: io.Discard},
 	})
 	require.NoError(t, err)
 	_, err = charge(ctx, "ord-1")
@@ -158,7 +159,7 @@ func testRecordCommands(t *testing.T, store idemstore.Store, env func(string) st
 	// An SQS message, by its message id.
 	queue := "activity-" + uuid.NewString()
 	batch, err := idempotency.SQSHandler(func(context.Context, events.SQSMessage) error { return nil },
-		idempotency.FunctionConfig[events.SQSMessage]{Store: store, Name: queue, Logger: quiet, Metrics: io.Discard})
+		idempotency.FunctionConfig[events.SQSMessage]{Store: store, Name: queue, Settings: idempotency.Settings{Logger: quiet, Metrics: io.Discard}})
 	require.NoError(t, err)
 	msg := events.SQSMessage{MessageId: uuid.NewString(), Body: `{}`}
 	_, err = batch(ctx, events.SQSEvent{Records: []events.SQSMessage{msg}})

@@ -70,9 +70,11 @@ func (f *Functions) ActivityHandler() (idempotency.SQSBatchHandler, error) {
 			return ev.UserID, err
 		},
 		Payload: idempotency.SQSBody,
-		TTL:     f.ttl,
-		Logger:  f.logger,
-		Metrics: f.metrics,
+		Settings: idempotency.Settings{
+			TTL:     f.ttl,
+			Logger:  f.logger,
+			Metrics: f.metrics,
+		},
 	})
 }
 

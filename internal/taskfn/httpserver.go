@@ -28,11 +28,13 @@ type Authenticator func(r *http.Request) (sub string, err error)
 // Lambda functions' own; each request reaches them as an HTTP API event.
 func (f *Functions) HTTPHandler(authenticate Authenticator) (http.Handler, error) {
 	protect, err := idempotency.Middleware(idempotency.Config{
-		Store:   f.store,
-		TTL:     f.ttl,
-		Logger:  f.logger,
-		Metrics: f.metrics,
-		UserID:  idempotency.ContextUserID(subject),
+		Store:  f.store,
+		UserID: idempotency.ContextUserID(subject),
+		Settings: idempotency.Settings{
+			TTL:     f.ttl,
+			Logger:  f.logger,
+			Metrics: f.metrics,
+		},
 	})
 	if err != nil {
 		return nil, err

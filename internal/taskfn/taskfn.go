@@ -158,10 +158,12 @@ func build(ctx context.Context, getenv func(string) string, out io.Writer) (*Fun
 	f.store, f.api, f.ttl, f.metrics = store, api, cfg.ttl, out
 	protect := func(h Handler) (Handler, error) {
 		return idempotency.Wrap(h, idempotency.Config{
-			Store:   store,
-			TTL:     cfg.ttl,
-			Logger:  logger,
-			Metrics: out,
+			Store: store,
+			Settings: idempotency.Settings{
+				TTL:     cfg.ttl,
+				Logger:  logger,
+				Metrics: out,
+			},
 		})
 	}
 	create, err1 := protect(api.Create)

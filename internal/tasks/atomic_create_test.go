@@ -79,7 +79,7 @@ func TestAtomicCreate(t *testing.T) {
 	store := countedStore(t, e.db.URL, completes)
 	keys := &countingKeys{Store: store}
 	api := tasks.NewAPI(tasks.NewService(e.db.Pool), &tasks.Options{Logger: e.quietLogger(), Keys: keys})
-	create, err := idempotency.Wrap(api.Create, idempotency.Config{Store: store, Logger: e.quietLogger(), Metrics: discard{}})
+	create, err := idempotency.Wrap(api.Create, idempotency.Config{Store: store, Settings: idempotency.Settings{Logger: e.quietLogger(), Metrics: discard{}}})
 	require.NoError(t, err)
 
 	key := uuid.NewString()
@@ -143,7 +143,7 @@ func TestAtomicCreateFailureReleasesTheKey(t *testing.T) {
 	ctx := context.Background()
 	keys := pgstore.New(e.db.Pool, nil)
 	api := tasks.NewAPI(tasks.NewService(e.db.Pool), &tasks.Options{Logger: e.quietLogger(), Keys: keys})
-	create, err := idempotency.Wrap(api.Create, idempotency.Config{Store: keys, Logger: e.quietLogger(), Metrics: discard{}})
+	create, err := idempotency.Wrap(api.Create, idempotency.Config{Store: keys, Settings: idempotency.Settings{Logger: e.quietLogger(), Metrics: discard{}}})
 	require.NoError(t, err)
 	_, err = e.db.Pool.Exec(ctx, `ALTER TABLE tasks ADD CONSTRAINT no_doomed CHECK (title <> 'doomed')`)
 	require.NoError(t, err)
@@ -170,7 +170,7 @@ func TestAtomicCreateIsOneTransaction(t *testing.T) {
 	ctx := context.Background()
 	keys := pgstore.New(e.db.Pool, nil)
 	api := tasks.NewAPI(tasks.NewService(e.db.Pool), &tasks.Options{Logger: e.quietLogger(), Keys: keys})
-	create, err := idempotency.Wrap(api.Create, idempotency.Config{Store: keys, Logger: e.quietLogger(), Metrics: discard{}})
+	create, err := idempotency.Wrap(api.Create, idempotency.Config{Store: keys, Settings: idempotency.Settings{Logger: e.quietLogger(), Metrics: discard{}}})
 	require.NoError(t, err)
 	_, err = e.db.Pool.Exec(ctx, `ALTER FUNCTION idempotency_key_complete(uuid, text, text, text, integer, timestamptz) RENAME TO moved_away`)
 	require.NoError(t, err)

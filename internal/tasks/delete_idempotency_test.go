@@ -98,8 +98,10 @@ func TestDeleteWhoseCompletionFailed(t *testing.T) {
 	st := pgstore.New(e.db.Pool, nil)
 	wrap := func(s idemstore.Store) tasks.Handler {
 		h, err := idempotency.Wrap(e.api.Delete, idempotency.Config{
-			Store: s, Clock: clock.Now, Logger: e.quietLogger(), Metrics: io.Discard,
-			FinishTimeout: 200 * time.Millisecond,
+			Store: s,
+			Settings: idempotency.Settings{Clock: clock.Now, Logger: e.quietLogger(), Metrics: io.Discard,
+				FinishTimeout: 200 * time.Millisecond,
+			},
 		})
 		require.NoError(t, err)
 		return h

@@ -21,9 +21,11 @@ import (
 func (e *env) wrap(t *testing.T, h tasks.Handler) tasks.Handler {
 	t.Helper()
 	wrapped, err := idempotency.Wrap(h, idempotency.Config{
-		Store:   pgstore.New(e.db.Pool, nil),
-		Logger:  e.quietLogger(),
-		Metrics: io.Discard,
+		Store: pgstore.New(e.db.Pool, nil),
+		Settings: idempotency.Settings{
+			Logger:  e.quietLogger(),
+			Metrics: io.Discard,
+		},
 	})
 	require.NoError(t, err)
 	return wrapped

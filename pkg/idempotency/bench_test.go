@@ -19,7 +19,7 @@ import (
 // claims and completes, and a replay.
 
 func benchConfig() idempotency.Config {
-	return idempotency.Config{Store: newMemStore(), Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Metrics: io.Discard}
+	return idempotency.Config{Store: newMemStore(), Settings: idempotency.Settings{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Metrics: io.Discard}}
 }
 
 func benchRequest(key string) events.APIGatewayV2HTTPRequest {
@@ -91,8 +91,10 @@ func BenchmarkFunctionReplay(b *testing.B) {
 		return map[string]string{"id": id, "status": "done"}, nil
 	}, idempotency.FunctionConfig[string]{
 		Store: newMemStore(), Name: "bench",
-		Key:    func(_ context.Context, id string) (string, error) { return id, nil },
-		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Metrics: io.Discard,
+		Key: func(_ context.Context, id string) (string, error) { return id, nil },
+		Settings: idempotency.Settings{
+			Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Metrics: io.Discard,
+		},
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -113,7 +115,10 @@ func BenchmarkFunctionReplay(b *testing.B) {
 func BenchmarkSQSBatch(b *testing.B) {
 	h, err := idempotency.SQSHandler(func(context.Context, events.SQSMessage) error { return nil },
 		idempotency.FunctionConfig[events.SQSMessage]{Store: newMemStore(), Name: "bench",
-			Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Metrics: io.Discard})
+			Settings: idempotency.Settings{
+				Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Metrics: io.Discard,
+			},
+		})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -33,7 +33,7 @@ func TestReturnCompletion(t *testing.T) {
 			returnedTwice = run.ReturnCompletion()
 		}
 		return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusOK, Body: `{"found":true}`}, nil
-	}, idempotency.Config{Store: store, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Metrics: io.Discard})
+	}, idempotency.Config{Store: store, Settings: idempotency.Settings{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Metrics: io.Discard}})
 	require.NoError(t, err)
 
 	first, err := h(context.Background(), request(userA, keyA))

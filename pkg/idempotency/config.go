@@ -71,29 +71,25 @@ func AuthorizerContextField(name string) UserIDFunc {
 	}
 }
 
-// Config configures Wrap. The zero value of every field but Store takes the
-// documented default.
-type Config struct {
-	// Store keeps the records. Required.
-	Store idemstore.Store
-
-	// Methods are the HTTP methods whose requests are protected; any other
-	// method passes straight through without touching the Store. GET, HEAD
-	// and OPTIONS are safe and cannot be listed. Defaults to POST, PATCH and
-	// DELETE (DefaultMethods); add PUT here if your PUT handlers need it.
-	Methods []string
-
+// Settings are what every shape shares: how long records and leases last,
+// waiting duplicates, the local cache, the replay hook, and where the log
+// and metric lines go. Config and FunctionConfig embed them; each field
+// means the same on every shape, and its zero value takes the default it
+// documents.
+type Settings struct {
 	// TTL is how long a record lives: an in-progress record expires TTL
-	// after its claim, a completed one TTL after its completion. Defaults to
-	// 24h (DefaultTTL).
+	// after its claim, a completed one TTL after its completion. Make it
+	// longer than the longest time a repeat can arrive after the first (for
+	// SQS, the queue's retention period). Defaults to 24h (DefaultTTL).
 	TTL time.Duration
 
 	// MaxLease bounds how long a claim protects a record that is neither
-	// completed nor released (its owner crashed or timed out). The lease ends
-	// at the invocation's deadline (ctx.Deadline()) plus LeaseMargin, never
-	// later than now + MaxLease; with no deadline the lease is renewed
-	// instead (see Heartbeat), or, with Heartbeat set to HeartbeatOff, ends
-	// at now + MaxLease. Defaults to 15m (DefaultMaxLease).
+	// completed nor released (its owner crashed or timed out). The lease
+	// ends at the invocation's deadline (ctx.Deadline()) plus LeaseMargin,
+	// never later than now + MaxLease; with no deadline the lease is
+	// renewed instead (see Heartbeat), or, with Heartbeat set to
+	// HeartbeatOff, ends at now + MaxLease. Defaults to 15m
+	// (DefaultMaxLease).
 	MaxLease time.Duration
 
 	// LeaseMargin is added to the invocation's deadline when computing the
@@ -103,11 +99,11 @@ type Config struct {
 	// Heartbeat is the lease of a run that has no deadline (a net/http
 	// request; a call outside Lambda): it claims a lease of one Heartbeat
 	// and renews it (Store.Renew, fenced by its owner token) every third of
-	// it while the handler runs, so that a run may last as long as it needs
+	// it while the run lasts, so that a run may last as long as it needs
 	// while a crashed server frees its key within one Heartbeat instead of
 	// MaxLease. Should the lease be lost all the same (renewals failed for a
-	// whole Heartbeat and another request took the key over), the handler's
-	// context is cancelled with a cause that wraps ErrLeaseLost
+	// whole Heartbeat and another run took the key over), the run's context
+	// is cancelled with a cause that wraps idemstore.ErrLeaseLost
 	// (context.Cause). A run with a deadline (every Lambda invocation) keeps
 	// the deadline's lease, which costs no writes, unless HeartbeatLongRuns
 	// is set. Defaults to 30s (DefaultHeartbeat); HeartbeatOff turns
@@ -121,15 +117,15 @@ type Config struct {
 	HeartbeatLongRuns bool
 
 	// WaitForResult lets a duplicate that finds its key in progress for the
-	// same request wait for the first request's answer, up to this long and
+	// same request wait for the first run's answer, up to this long and
 	// never past its own deadline (less 100ms to answer, or twice its
 	// slowest claim when that is longer): it polls the store with growing
-	// pauses (20ms up to 500ms, one Claim each) and then
-	// replays the first request's response instead of answering 409
-	// (ErrInProgress for a Function, a failed record for SQSHandler). When
-	// the first request fails and frees the key meanwhile, the duplicate
-	// runs the handler itself, as a retry would; when the wait ends first,
-	// the answer is 409 as without waiting. Defaults to 0: no wait.
+	// pauses (20ms up to 500ms, one Claim each) and then replays the first
+	// run's answer instead of answering 409 (ErrInProgress for a Function,
+	// a failed record for SQSHandler). When the first run fails and frees
+	// the key meanwhile, the duplicate runs itself, as a retry would; when
+	// the wait ends first, the answer is as without waiting. Defaults to 0:
+	// no wait.
 	WaitForResult time.Duration
 
 	// LocalCache keeps completed records in memory, in this execution
@@ -137,6 +133,175 @@ type Config struct {
 	// (see LocalCache for what is cached and for how long). Defaults to nil:
 	// no cache; &LocalCache{} turns it on with its default bounds.
 	LocalCache *LocalCache
+
+	// FinishTimeout bounds completing or releasing a record after the run
+	// returned. A call that fails (not ErrLeaseLost) is retried, with a
+	// growing pause, until it succeeds or the bound is reached, so that one
+	// dropped connection does not leave the record in progress until its
+	// lease ends. Defaults to 5s (DefaultFinishTimeout).
+	FinishTimeout time.Duration
+
+	// KeyPrefix scopes the keys, so that several services can share one
+	// table or one Redis without sharing keys: the same key under two
+	// prefixes names two records (see RecordKey and FunctionRecordID). At
+	// most 64 visible ASCII characters, no ':'. Keep it stable: a new prefix
+	// forgets every key. Defaults to "".
+	KeyPrefix string
+
+	// AllowMissingKey lets a run without a key (a protected request without
+	// one, a function call whose Key is empty) go unprotected: it runs,
+	// nothing is claimed or stored, and it is logged and counted with the
+	// outcome "unprotected". A malformed key is still refused. Defaults to
+	// false: a request without a key is refused with 400
+	// idempotency_key_missing, and a call fails with ErrNoKey.
+	AllowMissingKey bool
+
+	// OnReplay, when set, is called on every replay, before the answer is
+	// given, with the stored response and the record's metadata. For an
+	// HTTP shape it may add, change or remove the replay's headers
+	// (Replay.Header); for a function it observes. Defaults to nil: no
+	// hook.
+	OnReplay func(ctx context.Context, r *Replay)
+
+	// Owner returns the owner token of a run's claim. It must be unique per
+	// run: completions, releases and the recovery from a claim whose reply
+	// was lost are fenced by it. Defaults to the Lambda request id
+	// (lambdacontext.FromContext) for an HTTP request, and to that id
+	// followed by "/" and a random 64-bit hex suffix for a function call
+	// (one invocation may make many, an SQS batch one per record); outside
+	// Lambda, a random 128-bit hex token per run.
+	Owner func(ctx context.Context) string
+
+	// Clock returns the current time; every expiry and lease is computed
+	// from it. Defaults to time.Now.
+	Clock func() time.Time
+
+	// Logger receives one line per protected run, handed to its Handler
+	// directly (no source: the caller is always this package). Defaults to
+	// a JSON logger on standard output.
+	Logger *slog.Logger
+
+	// Metrics receives one CloudWatch Embedded Metric Format line per
+	// protected run. Defaults to standard output (where Lambda ships it to
+	// CloudWatch Logs); use io.Discard to turn metrics off.
+	Metrics io.Writer
+
+	// Namespace is the CloudWatch namespace of the metrics. Defaults to
+	// "ichido" (DefaultNamespace).
+	Namespace string
+}
+
+// withDefaults returns a copy of s with every zero field set to its
+// default; owner is the shape's default owner token.
+func (s Settings) withDefaults(owner func(context.Context) string) Settings {
+	if s.TTL == 0 {
+		s.TTL = DefaultTTL
+	}
+	if s.MaxLease == 0 {
+		s.MaxLease = DefaultMaxLease
+	}
+	if s.LeaseMargin == 0 {
+		s.LeaseMargin = DefaultLeaseMargin
+	}
+	if s.Heartbeat == 0 {
+		s.Heartbeat = DefaultHeartbeat
+	}
+	if s.FinishTimeout == 0 {
+		s.FinishTimeout = DefaultFinishTimeout
+	}
+	if s.Owner == nil {
+		s.Owner = owner
+	}
+	if s.Clock == nil {
+		s.Clock = time.Now
+	}
+	if s.Logger == nil {
+		s.Logger = slog.New(slog.NewJSONHandler(os.Stdout, nil))
+	}
+	if s.Metrics == nil {
+		s.Metrics = os.Stdout
+	}
+	if s.Namespace == "" {
+		s.Namespace = DefaultNamespace
+	}
+	return s
+}
+
+// validate reports every problem of defaulted Settings; typeName starts
+// each message, so that it names the field as the caller wrote it.
+func (s Settings) validate(typeName string) []error {
+	var errs []error
+	negative := func(field string, v, def time.Duration) {
+		if v < 0 {
+			errs = append(errs, fmt.Errorf("%s.%s is %v: use a positive duration, or 0 for the default %v", typeName, field, v, def))
+		}
+	}
+	negative("TTL", s.TTL, DefaultTTL)
+	negative("MaxLease", s.MaxLease, DefaultMaxLease)
+	negative("LeaseMargin", s.LeaseMargin, DefaultLeaseMargin)
+	negative("FinishTimeout", s.FinishTimeout, DefaultFinishTimeout)
+	if s.TTL > 0 && s.MaxLease > s.TTL {
+		errs = append(errs, fmt.Errorf("%[1]s.MaxLease (%[2]v) is longer than %[1]s.TTL (%[3]v): a record would expire while its lease still protects it; raise TTL or lower MaxLease", typeName, s.MaxLease, s.TTL))
+	}
+	if s.Heartbeat < 0 && s.Heartbeat != HeartbeatOff {
+		errs = append(errs, fmt.Errorf("%s.Heartbeat is %v: use a positive duration, 0 for the default %v, or HeartbeatOff", typeName, s.Heartbeat, DefaultHeartbeat))
+	}
+	if s.Heartbeat > 0 && s.Heartbeat < heartbeatBeats*time.Millisecond {
+		errs = append(errs, fmt.Errorf("%s.Heartbeat is %v: use at least %v", typeName, s.Heartbeat, heartbeatBeats*time.Millisecond))
+	}
+	if s.WaitForResult < 0 {
+		errs = append(errs, fmt.Errorf("%s.WaitForResult is %v: use a positive duration, or 0 for no wait", typeName, s.WaitForResult))
+	}
+	if c := s.LocalCache; c != nil && (c.MaxEntries < 0 || c.MaxBytes < 0) {
+		errs = append(errs, fmt.Errorf("%s.LocalCache bounds are %d entries and %d bytes: use positive numbers, or 0 for the defaults %d and %d", typeName, c.MaxEntries, c.MaxBytes, DefaultCacheEntries, DefaultCacheBytes))
+	}
+	if err := validateKeyPrefix(typeName, s.KeyPrefix); err != nil {
+		errs = append(errs, err)
+	}
+	return errs
+}
+
+// Config configures Wrap and Middleware. The zero value of every field but
+// Store takes the documented default.
+type Config struct {
+	// Store keeps the records. Required.
+	Store idemstore.Store
+
+	// Methods are the HTTP methods whose requests are protected; any other
+	// method passes straight through without touching the Store. GET, HEAD
+	// and OPTIONS are safe and cannot be listed. Defaults to POST, PATCH and
+	// DELETE (DefaultMethods); add PUT here if your PUT handlers need it.
+	Methods []string
+
+	// Key says where a request's key is read: a header (HeaderKey), a path
+	// parameter (PathKey), a body field (BodyKey), or a KeyFunc of your
+	// own. Defaults to the Idempotency-Key header (HeaderKey(HeaderName)).
+	Key KeySource
+
+	// KeyFormat is what a key must look like: KeyUUIDv4 (a UUID version 4)
+	// or KeyOpaque (1 to 255 visible ASCII characters, Stripe's rule).
+	// Defaults to KeyUUIDv4.
+	KeyFormat KeyFormat
+
+	// UserID returns the authenticated user's subject, which SubjectUUID
+	// maps to the user id kept. Defaults to ClaimsSubject; use
+	// AuthorizerContextField, or your own function, for a Lambda authorizer.
+	UserID UserIDFunc
+
+	// Fingerprint returns the fingerprint kept with a record; a request
+	// with a known key and another fingerprint is refused with 422.
+	// Defaults to Fingerprint (method, path, query and body); see
+	// FingerprintBody for the parts of a body.
+	Fingerprint FingerprintFunc
+
+	// MaxBodyBytes is the largest request body accepted, in bytes, on
+	// every shape (a Lambda event's base64 body counts as the bytes it
+	// decodes to). A larger body is refused with 413 "payload_too_large"
+	// before anything else is done with it: no fingerprint, no store call,
+	// no record, and the handler does not run. Defaults to 6 MiB
+	// (DefaultMaxBodyBytes), which no Lambda event's body can exceed; lower
+	// it to the largest body your API accepts.
+	MaxBodyBytes int
 
 	// ReplayHeaders lists response headers kept for replay besides
 	// Content-Type and Content-Encoding (which define what the body's bytes
@@ -153,97 +318,13 @@ type Config struct {
 	// it only when a retry should get the first response's cookies again.
 	ReplayHeaders []string
 
-	// MaxBodyBytes is the largest request body accepted, in bytes as API
-	// Gateway delivers it (base64 text included). A larger body is refused
-	// with 413 "payload_too_large" before anything else is done with it:
-	// no fingerprint, no store call, no record, and the handler does not
-	// run. Defaults to 6 MiB (DefaultMaxBodyBytes), which no Lambda event's
-	// body can exceed; lower it to the largest body your API accepts.
-	MaxBodyBytes int
-
-	// FinishTimeout bounds completing or releasing a record after the
-	// handler returned. A call that fails (not ErrLeaseLost) is retried,
-	// with a growing pause, until it succeeds or the bound is reached, so
-	// that one dropped connection does not leave the record in progress
-	// until its lease ends. Defaults to 5s (DefaultFinishTimeout).
-	FinishTimeout time.Duration
-
-	// UserID returns the authenticated user's subject, which SubjectUUID
-	// maps to the user id kept. Defaults to ClaimsSubject; use
-	// AuthorizerContextField, or your own function, for a Lambda authorizer.
-	UserID UserIDFunc
-
-	// Owner returns the owner token of an invocation's claims. It must be
-	// unique per invocation: completions, releases and the recovery from a
-	// claim whose reply was lost are fenced by it. Defaults to the Lambda
-	// request id (lambdacontext.FromContext), else a random 128-bit hex
-	// token per request.
-	Owner func(ctx context.Context) string
-
-	// Clock returns the current time; every expiry and lease is computed
-	// from it. Defaults to time.Now.
-	Clock func() time.Time
-
-	// Logger receives one line per protected request, handed to its
-	// Handler directly (no source: the caller is always this package).
-	// Defaults to a JSON logger on standard output.
-	Logger *slog.Logger
-
-	// Metrics receives one CloudWatch Embedded Metric Format line per
-	// protected request. Defaults to standard output (where Lambda ships it
-	// to CloudWatch Logs); use io.Discard to turn metrics off.
-	Metrics io.Writer
-
-	// Namespace is the CloudWatch namespace of the metrics. Defaults to
-	// "ichido" (DefaultNamespace).
-	Namespace string
-
-	// KeyHeader is the request header that carries the key (any case), e.g.
-	// "X-Idempotency-Key". Defaults to "Idempotency-Key" (HeaderName). Not
-	// read when Key is set.
-	KeyHeader string
-
-	// KeyFormat is what a key must look like: KeyUUIDv4 (a UUID version 4,
-	// ADR 009) or KeyOpaque (1 to 255 visible ASCII characters, Stripe's
-	// rule). Defaults to KeyUUIDv4.
-	KeyFormat KeyFormat
-
-	// Key, when set, reads the key from the request instead of the KeyHeader
-	// header: a path parameter (PathKey), a body field (BodyKey), any
-	// function of the request. Defaults to nil: the KeyHeader header.
-	Key KeyFunc
-
-	// AllowMissingKey lets a protected request without a key run
-	// unprotected: the handler runs, nothing is claimed or stored, and the
-	// request is logged and counted with the outcome "unprotected". A
-	// malformed key is still refused. Defaults to false: a request without
-	// a key is refused with 400 idempotency_key_missing (ADR 009).
-	AllowMissingKey bool
-
-	// Fingerprint returns the fingerprint kept with a record; a request
-	// with a known key and another fingerprint is refused with 422.
-	// Defaults to Fingerprint (method, path, query and body); see
-	// FingerprintBody for the parts of a body.
-	Fingerprint FingerprintFunc
-
-	// OnReplay, when set, is called on every replay, before the response is
-	// sent, with the stored response and the record's metadata; it may
-	// add, change or remove the replay's headers (Replay.Header). Defaults
-	// to nil: no hook.
-	OnReplay func(ctx context.Context, r *Replay)
-
-	// KeyPrefix scopes the keys of this handler, so that several services
-	// can share one table or one Redis without sharing keys: the same key
-	// under two prefixes names two records (see RecordKey). At most 64
-	// visible ASCII characters, no ':'. Keep it stable: a new prefix
-	// forgets every key. Defaults to "": ADR 009's keys, unchanged.
-	KeyPrefix string
+	Settings
 }
 
 // withDefaults returns a copy of c with every zero field set to its default
 // and names normalised.
 func (c Config) withDefaults() Config {
-	c = c.adoptionDefaults()
+	c.Settings = c.Settings.withDefaults(defaultOwner)
 	if len(c.Methods) == 0 {
 		c.Methods = DefaultMethods
 	}
@@ -252,41 +333,17 @@ func (c Config) withDefaults() Config {
 		methods[i] = strings.ToUpper(strings.TrimSpace(m))
 	}
 	c.Methods = methods
-	if c.TTL == 0 {
-		c.TTL = DefaultTTL
+	if c.Key == nil {
+		c.Key = HeaderKey(HeaderName)
 	}
-	if c.MaxLease == 0 {
-		c.MaxLease = DefaultMaxLease
-	}
-	if c.LeaseMargin == 0 {
-		c.LeaseMargin = DefaultLeaseMargin
+	if c.Fingerprint == nil {
+		c.Fingerprint = Fingerprint
 	}
 	if c.UserID == nil {
 		c.UserID = ClaimsSubject
 	}
-	if c.Owner == nil {
-		c.Owner = defaultOwner
-	}
-	if c.Clock == nil {
-		c.Clock = time.Now
-	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.NewJSONHandler(os.Stdout, nil))
-	}
-	if c.Metrics == nil {
-		c.Metrics = os.Stdout
-	}
-	if c.Namespace == "" {
-		c.Namespace = DefaultNamespace
-	}
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes
-	}
-	if c.FinishTimeout == 0 {
-		c.FinishTimeout = DefaultFinishTimeout
-	}
-	if c.Heartbeat == 0 {
-		c.Heartbeat = DefaultHeartbeat
 	}
 	return c
 }
@@ -305,8 +362,7 @@ func (c Config) validate() error {
 			errs = append(errs, fmt.Errorf("Config.Methods holds %s, a safe method that always passes through; remove it", m))
 		}
 	}
-	errs = append(errs, validateTimes("Config", c.TTL, c.MaxLease, c.LeaseMargin, c.FinishTimeout)...)
-	errs = append(errs, validateRunOptions("Config", c.Heartbeat, c.WaitForResult, c.LocalCache)...)
+	errs = append(errs, c.Settings.validate("Config")...)
 	if c.MaxBodyBytes < 0 {
 		errs = append(errs, fmt.Errorf("Config.MaxBodyBytes is %d: use a positive size, or 0 for the default %d", c.MaxBodyBytes, DefaultMaxBodyBytes))
 	}
@@ -315,51 +371,21 @@ func (c Config) validate() error {
 			errs = append(errs, fmt.Errorf("Config.ReplayHeaders holds %q, which is not a header name", h))
 		}
 	}
-	errs = append(errs, c.validateAdoption()...)
-	errs = append(errs, c.validateAdoption()...)
+	if h, ok := c.Key.(headerKey); ok && !validHeaderName(string(h)) {
+		errs = append(errs, fmt.Errorf("Config.Key is HeaderKey(%q), which is not a header name", string(h)))
+	}
+	if c.KeyFormat != KeyUUIDv4 && c.KeyFormat != KeyOpaque {
+		errs = append(errs, fmt.Errorf("Config.KeyFormat is %v: use KeyUUIDv4 or KeyOpaque", c.KeyFormat))
+	}
 	if len(errs) == 0 {
 		return nil
 	}
 	return fmt.Errorf("idempotency: invalid Config: %w", errors.Join(errs...))
 }
 
-// validateTimes reports the problems of the durations that Config and
-// FunctionConfig share; typeName starts each message.
-func validateTimes(typeName string, ttl, maxLease, leaseMargin, finishTimeout time.Duration) []error {
-	var errs []error
-	negative := func(field string, v, def time.Duration) {
-		if v < 0 {
-			errs = append(errs, fmt.Errorf("%s.%s is %v: use a positive duration, or 0 for the default %v", typeName, field, v, def))
-		}
-	}
-	negative("TTL", ttl, DefaultTTL)
-	negative("MaxLease", maxLease, DefaultMaxLease)
-	negative("LeaseMargin", leaseMargin, DefaultLeaseMargin)
-	negative("FinishTimeout", finishTimeout, DefaultFinishTimeout)
-	if ttl > 0 && maxLease > ttl {
-		errs = append(errs, fmt.Errorf("%[1]s.MaxLease (%[2]v) is longer than %[1]s.TTL (%[3]v): a record would expire while its lease still protects it; raise TTL or lower MaxLease", typeName, maxLease, ttl))
-	}
-	return errs
-}
-
-// validateRunOptions reports the problems of the heartbeat, wait and cache
-// options that Config and FunctionConfig share; typeName starts each
-// message.
-func validateRunOptions(typeName string, heartbeat, wait time.Duration, cache *LocalCache) []error {
-	var errs []error
-	if heartbeat < 0 && heartbeat != HeartbeatOff {
-		errs = append(errs, fmt.Errorf("%s.Heartbeat is %v: use a positive duration, 0 for the default %v, or HeartbeatOff", typeName, heartbeat, DefaultHeartbeat))
-	}
-	if heartbeat > 0 && heartbeat < heartbeatBeats*time.Millisecond {
-		errs = append(errs, fmt.Errorf("%s.Heartbeat is %v: use at least %v", typeName, heartbeat, heartbeatBeats*time.Millisecond))
-	}
-	if wait < 0 {
-		errs = append(errs, fmt.Errorf("%s.WaitForResult is %v: use a positive duration, or 0 for no wait", typeName, wait))
-	}
-	if cache != nil && (cache.MaxEntries < 0 || cache.MaxBytes < 0) {
-		errs = append(errs, fmt.Errorf("%s.LocalCache bounds are %d entries and %d bytes: use positive numbers, or 0 for the defaults %d and %d", typeName, cache.MaxEntries, cache.MaxBytes, DefaultCacheEntries, DefaultCacheBytes))
-	}
-	return errs
+// validHeaderName reports whether name can be an HTTP header's name.
+func validHeaderName(name string) bool {
+	return name != "" && !strings.ContainsFunc(name, func(r rune) bool { return r <= ' ' || r >= 0x7f || r == ':' })
 }
 
 // replayHeaderNames returns the canonical names of the headers kept for

@@ -37,12 +37,14 @@ func ExampleFunction() {
 	}
 
 	once, err := idempotency.Function(charge, idempotency.FunctionConfig[Charge]{
-		Store:   exampleStore(),
-		Name:    "charge-order",
-		Key:     func(_ context.Context, c Charge) (string, error) { return c.OrderID, nil },
-		Scope:   func(_ context.Context, c Charge) (string, error) { return c.Tenant, nil },
-		Logger:  silent,
-		Metrics: io.Discard,
+		Store: exampleStore(),
+		Name:  "charge-order",
+		Key:   func(_ context.Context, c Charge) (string, error) { return c.OrderID, nil },
+		Scope: func(_ context.Context, c Charge) (string, error) { return c.Tenant, nil },
+		Settings: idempotency.Settings{
+			Logger:  silent,
+			Metrics: io.Discard,
+		},
 	})
 	if err != nil {
 		panic(err) // an invalid FunctionConfig; in a main, return the error
@@ -81,9 +83,11 @@ func ExampleSQSHandler() {
 		Name:  "record-activity",
 		// The producer's event id, so that a resend under a new message id
 		// is a repeat too. Without Key, the message id is the key.
-		Key:     idempotency.SQSBodyKey(func(e TaskEvent) string { return e.EventID }),
-		Logger:  silent,
-		Metrics: io.Discard,
+		Key: idempotency.SQSBodyKey(func(e TaskEvent) string { return e.EventID }),
+		Settings: idempotency.Settings{
+			Logger:  silent,
+			Metrics: io.Discard,
+		},
 	})
 	if err != nil {
 		panic(err)
@@ -124,8 +128,10 @@ func ExampleMiddleware() {
 			s, _ := ctx.Value(userKey{}).(string)
 			return s
 		}),
-		Logger:  silent,
-		Metrics: io.Discard,
+		Settings: idempotency.Settings{
+			Logger:  silent,
+			Metrics: io.Discard,
+		},
 	})
 	if err != nil {
 		panic(err)
@@ -162,7 +168,7 @@ func ExampleMiddleware() {
 func ExampleWrap_functionURL() {
 	handler, err := idempotency.Wrap(func(ctx context.Context, req events.LambdaFunctionURLRequest) (events.LambdaFunctionURLResponse, error) {
 		return events.LambdaFunctionURLResponse{StatusCode: http.StatusAccepted, Body: `{"job":"j-1"}`}, nil
-	}, idempotency.Config{Store: exampleStore(), UserID: idempotency.IAMPrincipal, Logger: silent, Metrics: io.Discard})
+	}, idempotency.Config{Store: exampleStore(), UserID: idempotency.IAMPrincipal, Settings: idempotency.Settings{Logger: silent, Metrics: io.Discard}})
 	if err != nil {
 		panic(err)
 	}
@@ -191,7 +197,7 @@ func ExampleWrap_alb() {
 	}
 	handler, err := idempotency.Wrap(func(ctx context.Context, req events.ALBTargetGroupRequest) (events.ALBTargetGroupResponse, error) {
 		return events.ALBTargetGroupResponse{StatusCode: http.StatusCreated, StatusDescription: "201 Created", Body: `{"id":1}`}, nil
-	}, idempotency.Config{Store: exampleStore(), UserID: idempotency.ALBOIDC(verify), Logger: silent, Metrics: io.Discard})
+	}, idempotency.Config{Store: exampleStore(), UserID: idempotency.ALBOIDC(verify), Settings: idempotency.Settings{Logger: silent, Metrics: io.Discard}})
 	if err != nil {
 		panic(err)
 	}

@@ -32,9 +32,11 @@ func ExampleWrap() {
 	}
 
 	handler, err := idempotency.Wrap(createTask, idempotency.Config{
-		Store:   exampleStore(),
-		Logger:  slog.New(slog.NewJSONHandler(io.Discard, nil)),
-		Metrics: io.Discard,
+		Store: exampleStore(),
+		Settings: idempotency.Settings{
+			Logger:  slog.New(slog.NewJSONHandler(io.Discard, nil)),
+			Metrics: io.Discard,
+		},
 	})
 	if err != nil {
 		panic(err) // an invalid Config; in a main, return the error
@@ -70,9 +72,11 @@ func ExampleWrap_restAPI() {
 		return events.APIGatewayProxyResponse{StatusCode: http.StatusNoContent}, nil
 	}
 	handler, err := idempotency.Wrap(deleteTask, idempotency.Config{
-		Store:   exampleStore(),
-		Logger:  slog.New(slog.NewJSONHandler(io.Discard, nil)),
-		Metrics: io.Discard,
+		Store: exampleStore(),
+		Settings: idempotency.Settings{
+			Logger:  slog.New(slog.NewJSONHandler(io.Discard, nil)),
+			Metrics: io.Discard,
+		},
 	})
 	if err != nil {
 		panic(err)

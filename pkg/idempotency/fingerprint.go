@@ -8,12 +8,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"hash"
+	"net/http"
 	"net/url"
 	"slices"
 	"strings"
 	"unsafe"
 
 	"github.com/ichido/ichido/pkg/idempotency/internal/apigw"
+	"github.com/ichido/ichido/pkg/idempotency/internal/problem"
 )
 
 // fingerprintVersion starts every hashed input, so that a future change of
@@ -212,4 +214,18 @@ func canonicalValues(q url.Values) string {
 		}
 	}
 	return b.String()
+}
+
+// fingerprintProblem is the 400 that answers a request whose fingerprint
+// cannot be computed.
+func fingerprintProblem(err error) problem.Details {
+	detail := "The request body is marked base64-encoded but is not valid base64."
+	switch {
+	case errors.Is(err, errBadBase64):
+	case errors.Is(err, errBodyNotJSON):
+		detail = "The request body is not the JSON this endpoint expects."
+	default:
+		detail = "The request could not be fingerprinted as this endpoint expects."
+	}
+	return problem.New(http.StatusBadRequest, CodeValidation, detail)
 }

@@ -9,10 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
-	"io"
-	"log/slog"
 	"net/http"
-	"time"
 
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 )
@@ -55,129 +52,18 @@ type FunctionConfig[In any] struct {
 	// alone decides.
 	Payload func(in In) ([]byte, error)
 
-	// TTL is how long a record lives: an in-progress record expires TTL
-	// after its claim, a completed one TTL after its completion. Make it
-	// longer than the longest time a repeat can arrive after the first
-	// (for SQS, the queue's retention period). Defaults to 24h (DefaultTTL).
-	TTL time.Duration
-
-	// MaxLease bounds how long a claim protects a record whose owner
-	// neither completed nor released it (it crashed or timed out). The lease
-	// ends at the invocation's deadline (ctx.Deadline()) plus LeaseMargin,
-	// never later than now + MaxLease; with no deadline the lease is renewed
-	// instead (see Heartbeat), or, with Heartbeat set to HeartbeatOff, ends
-	// at now + MaxLease. Defaults to 15m (DefaultMaxLease).
-	MaxLease time.Duration
-
-	// LeaseMargin is added to the invocation's deadline when computing the
-	// lease. Defaults to 2s (DefaultLeaseMargin).
-	LeaseMargin time.Duration
-
-	// Heartbeat is the lease of a call that has no deadline (a call outside
-	// Lambda), renewed every third of it while the function runs (see
-	// Config.Heartbeat). Defaults to 30s (DefaultHeartbeat); HeartbeatOff
-	// turns renewal off.
-	Heartbeat time.Duration
-
-	// HeartbeatLongRuns renews the leases of calls with a deadline too, when
-	// the deadline's lease would be longer than Heartbeat (see
-	// Config.HeartbeatLongRuns). Defaults to false.
-	HeartbeatLongRuns bool
-
-	// WaitForResult lets a repeat that finds its key in progress wait for
-	// the first call's result, up to this long and never past its own
-	// deadline, and return it instead of ErrInProgress (SQSHandler: instead
-	// of reporting the record failed); see Config.WaitForResult. Defaults
-	// to 0: no wait.
-	WaitForResult time.Duration
-
-	// LocalCache keeps completed results in memory, in this execution
-	// environment, so that a repeat returns without a store round trip (see
-	// LocalCache). Defaults to nil: no cache.
-	LocalCache *LocalCache
-
-	// FinishTimeout bounds completing or releasing a record after the
-	// function returned, retries included (see Config.FinishTimeout).
-	// Defaults to 5s (DefaultFinishTimeout).
-	FinishTimeout time.Duration
-
-	// Owner returns the owner token of a call's claim. It must be unique
-	// per call: one invocation may call the function many times (an SQS
-	// batch does, once per record), and a call must never count as the
-	// owner of a record another call of the same invocation left in
-	// progress. Defaults to the Lambda request id (lambdacontext.FromContext)
-	// followed by "/" and a random 64-bit hex suffix per call, else a random
-	// 128-bit hex token per call.
-	Owner func(ctx context.Context) string
-
-	// Clock returns the current time; every expiry and lease is computed
-	// from it. Defaults to time.Now.
-	Clock func() time.Time
-
-	// Logger receives one line per call, handed to its Handler directly
-	// (no source: the caller is always this package). Defaults to a JSON
-	// logger on standard output.
-	Logger *slog.Logger
-
-	// Metrics receives one CloudWatch Embedded Metric Format line per call.
-	// Defaults to standard output; use io.Discard to turn metrics off.
-	Metrics io.Writer
-
-	// Namespace is the CloudWatch namespace of the metrics. Defaults to
-	// "ichido" (DefaultNamespace).
-	Namespace string
-
-	// KeyPrefix scopes the keys further, so that several services can share
-	// one table or one Redis even where their Names meet (see
-	// FunctionRecordID). At most 64 visible ASCII characters, no ':'. Keep
-	// it stable. Defaults to "": keys scoped by Name and Scope only.
-	KeyPrefix string
-
-	// AllowMissingKey lets a call whose Key is empty run unprotected: fn
-	// runs, nothing is claimed or stored, and the call is logged and
-	// counted with the outcome "unprotected". Defaults to false: such a call
-	// fails with ErrNoKey and fn does not run.
-	AllowMissingKey bool
-
-	// OnReplay, when set, is called on every repeat answered from a stored
-	// result, with the stored result (Replay.Response.Body, its JSON) and
-	// the record's metadata; it observes, it changes nothing. Defaults to
-	// nil: no hook.
-	OnReplay func(ctx context.Context, r *Replay)
+	Settings
 }
 
-// common is c's settings shared with Config, so that both take their
-// defaults, and build their engine, in one place.
+// common is the Config of c's engine: the same Store and Settings.
 func (c FunctionConfig[In]) common() Config {
-	return Config{
-		Store:         c.Store,
-		TTL:           c.TTL,
-		MaxLease:      c.MaxLease,
-		LeaseMargin:   c.LeaseMargin,
-		FinishTimeout: c.FinishTimeout,
-		Owner:         c.Owner,
-
-		Heartbeat:         c.Heartbeat,
-		HeartbeatLongRuns: c.HeartbeatLongRuns,
-		WaitForResult:     c.WaitForResult,
-		LocalCache:        c.LocalCache,
-		Clock:             c.Clock,
-		Logger:            c.Logger,
-		Metrics:           c.Metrics,
-		Namespace:         c.Namespace,
-	}
+	return Config{Store: c.Store, Settings: c.Settings}
 }
 
 // withDefaults returns a copy of c with every zero field but Key set to its
-// default (Config's).
+// default.
 func (c FunctionConfig[In]) withDefaults() FunctionConfig[In] {
-	if c.Owner == nil {
-		c.Owner = callOwner
-	}
-	d := c.common().withDefaults()
-	c.TTL, c.MaxLease, c.LeaseMargin, c.FinishTimeout = d.TTL, d.MaxLease, d.LeaseMargin, d.FinishTimeout
-	c.Heartbeat = d.Heartbeat
-	c.Owner, c.Clock, c.Logger, c.Metrics, c.Namespace = d.Owner, d.Clock, d.Logger, d.Metrics, d.Namespace
+	c.Settings = c.Settings.withDefaults(callOwner)
 	return c
 }
 
@@ -193,11 +79,7 @@ func (c FunctionConfig[In]) validate() error {
 	if c.Key == nil {
 		errs = append(errs, errors.New("FunctionConfig.Key is nil: pass a function that returns the input's idempotency key (an event id, a message id)"))
 	}
-	errs = append(errs, validateTimes("FunctionConfig", c.TTL, c.MaxLease, c.LeaseMargin, c.FinishTimeout)...)
-	errs = append(errs, validateRunOptions("FunctionConfig", c.Heartbeat, c.WaitForResult, c.LocalCache)...)
-	if err := validateKeyPrefix("FunctionConfig", c.KeyPrefix); err != nil {
-		errs = append(errs, err)
-	}
+	errs = append(errs, c.Settings.validate("FunctionConfig")...)
 	if len(errs) == 0 {
 		return nil
 	}
@@ -457,4 +339,18 @@ func payloadHash(name string, checked bool, payload []byte) string {
 		}
 	}
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// FunctionRecordID returns the user id and the key under which the stores
+// keep the record of a call of the function name (FunctionConfig.Name) with
+// key (FunctionConfig.Key's result: for SQSHandler, by default the message
+// id) in scope (FunctionConfig.Scope's result, "" without one), under
+// prefix (FunctionConfig.KeyPrefix). Both are UUIDs derived from those
+// strings (ADR 0080), so an operator cannot read them off a record; this
+// call computes them, and cmd/keystore's -function flag calls it.
+func FunctionRecordID(prefix, name, scope, key string) (userID, recordKey string) {
+	if prefix == "" {
+		return scopeID(name, scope), keyID(key)
+	}
+	return derivedUUID("prefixed-scope", prefix, name, scope), keyID(key)
 }

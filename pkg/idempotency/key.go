@@ -10,7 +10,7 @@ import (
 )
 
 // HeaderName is the request header that carries the idempotency key by
-// default (Config.KeyHeader).
+// default (Config.Key).
 const HeaderName = "Idempotency-Key"
 
 // ReplayedHeader is set to "true" on every replayed response.

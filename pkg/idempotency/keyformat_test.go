@@ -3,6 +3,7 @@ package idempotency
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -98,14 +99,29 @@ func TestKeyOptionsValidate(t *testing.T) {
 		cfg  Config
 		want string
 	}{
-		{Config{KeyHeader: "Idempotency Key"}, "Config.KeyHeader"},
+		{Config{Key: HeaderKey("Idempotency Key")}, "Config.Key"},
 		{Config{KeyFormat: 7}, "Config.KeyFormat is KeyFormat(7)"},
-		{Config{KeyPrefix: "a:b"}, "Config.KeyPrefix"},
-		{Config{KeyPrefix: strings.Repeat("p", 65)}, "at most 64"},
+		{Config{Settings: Settings{KeyPrefix: "a:b"}}, "Config.KeyPrefix"},
+		{Config{Settings: Settings{KeyPrefix: strings.Repeat("p", 65)}}, "at most 64"},
 	} {
 		tc.cfg.Store = nil
 		err := tc.cfg.withDefaults().validate()
 		require.ErrorContains(t, err, tc.want)
 	}
-	require.ErrorContains(t, FunctionConfig[int]{KeyPrefix: "a b"}.withDefaults().validate(), "FunctionConfig.KeyPrefix")
+	require.ErrorContains(t, FunctionConfig[int]{Settings: Settings{KeyPrefix: "a b"}}.withDefaults().validate(), "FunctionConfig.KeyPrefix")
+}
+
+// Each invalid setting is reported once, naming the field as the caller
+// wrote it, on Config and FunctionConfig alike.
+func TestEachInvalidSettingIsReportedOnce(t *testing.T) {
+	t.Parallel()
+	bad := Settings{TTL: -time.Second, KeyPrefix: "a:b", WaitForResult: -time.Second}
+	msg := Config{KeyFormat: 7, Key: HeaderKey("Idem Key"), Settings: bad}.withDefaults().validate().Error()
+	for _, field := range []string{"Config.Store", "Config.KeyFormat", "Config.Key", "Config.TTL", "Config.KeyPrefix", "Config.WaitForResult"} {
+		require.Equal(t, 1, strings.Count(msg, field+" is"), "%s in: %s", field, msg)
+	}
+	msg = FunctionConfig[int]{Settings: bad}.withDefaults().validate().Error()
+	for _, field := range []string{"FunctionConfig.Store", "FunctionConfig.Name", "FunctionConfig.Key", "FunctionConfig.TTL", "FunctionConfig.KeyPrefix", "FunctionConfig.WaitForResult"} {
+		require.Equal(t, 1, strings.Count(msg, field+" is"), "%s in: %s", field, msg)
+	}
 }

@@ -10,59 +10,74 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
+
+	"github.com/ichido/ichido/pkg/idempotency/internal/apigw"
+	"github.com/ichido/ichido/pkg/idempotency/internal/problem"
 )
 
-// KeyFunc returns the idempotency key of an HTTP request from somewhere
-// other than the key header (Config.Key): a path parameter (PathKey), a
-// body field (BodyKey), another header (HeaderKey), or any function of
-// the request. It returns the key as the client sent it, bare or as an
-// RFC 8941 sf-string, which must then be of Config.KeyFormat; "" when the
-// request carries none (400 idempotency_key_missing, or an unprotected run
-// with Config.AllowMissingKey). An error is answered with 400
-// idempotency_key_invalid; its text is logged, not sent, unless it comes
-// from one of this package's KeyFuncs, whose errors are written for the
-// client.
+// KeySource says where a protected request's key is read (Config.Key):
+// HeaderKey, PathKey, BodyKey, or a KeyFunc of your own. What it reads is
+// the key as the client sent it, bare or as an RFC 8941 sf-string, which
+// must then be of Config.KeyFormat; nothing when the request carries none
+// (400 idempotency_key_missing, or an unprotected run with
+// Config.AllowMissingKey).
 //
-// Like the header, a key from the request is the client's: it is scoped by
-// the user (Config.UserID) and Config.KeyPrefix, so a client can only ever
-// name its own records.
-type KeyFunc func(ctx context.Context, req Request) (string, error)
-
-// HeaderKey returns a KeyFunc that reads the header name (any case). A
-// header sent more than once, or a comma-joined list, must repeat one
-// value. Config.KeyHeader is the usual way to rename the key header;
-// HeaderKey is for a KeyFunc of your own that tries several places.
-func HeaderKey(name string) KeyFunc {
-	return func(_ context.Context, req Request) (string, error) {
-		var key string
-		for _, value := range req.Header(name) {
-			for element := range splitElements(value) {
-				element = strings.Trim(element, " \t")
-				if key != "" && element != key {
-					return "", errKeyTwo
-				}
-				key = element
-			}
-		}
-		return key, nil
-	}
+// Wherever it is read, a key from the request is the client's: it is
+// scoped by the user (Config.UserID) and Config.KeyPrefix, so a client can
+// only ever name its own records.
+type KeySource interface {
+	key(ctx context.Context, req Request) (string, error)
 }
 
-// PathKey returns a KeyFunc that reads the path parameter name
+// KeyFunc is a KeySource of your own: it returns the request's key, or ""
+// when the request carries none. An error is answered with 400
+// idempotency_key_invalid; its text is logged, not sent, unless it comes
+// from one of this package's KeySources, whose errors are written for the
+// client.
+type KeyFunc func(ctx context.Context, req Request) (string, error)
+
+func (f KeyFunc) key(ctx context.Context, req Request) (string, error) { return f(ctx, req) }
+
+// headerKey is the KeySource of a header: the default, Idempotency-Key, or
+// another header's name. Its problems name the header.
+type headerKey string
+
+func (h headerKey) key(_ context.Context, req Request) (string, error) {
+	var key string
+	for _, value := range req.Header(string(h)) {
+		for element := range splitElements(value) {
+			element = strings.Trim(element, " \t")
+			if key != "" && element != key {
+				return "", errKeyTwo
+			}
+			key = element
+		}
+	}
+	return key, nil
+}
+
+// HeaderKey reads the key from the header name (any case), e.g.
+// "X-Idempotency-Key". A header sent more than once, or a comma-joined
+// list, must repeat one value. The answers to a request without a valid
+// key name the header.
+func HeaderKey(name string) KeySource { return headerKey(name) }
+
+// PathKey returns a KeySource that reads the path parameter name
 // (Request.PathParameters): a route's {name} on API Gateway, or a pattern's
 // {name} in a net/http ServeMux (Go 1.23 or later). A router that keeps its
 // parameters in the context instead (chi) is read by a KeyFunc of its own:
 //
-//	Key: func(ctx context.Context, _ idempotency.Request) (string, error) {
+//	Key: idempotency.KeyFunc(func(ctx context.Context, _ idempotency.Request) (string, error) {
 //		return chi.URLParamFromCtx(ctx, "orderID"), nil
-//	},
+//	}),
 func PathKey(name string) KeyFunc {
 	return func(_ context.Context, req Request) (string, error) {
 		return req.PathParameters[name], nil
 	}
 }
 
-// BodyKey returns a KeyFunc that decodes the request body (base64-decoded
+// BodyKey returns a KeySource that decodes the request body (base64-decoded
 // first when so marked) as JSON into T and returns key of it, typically
 // the client's own id of the operation: Powertools' event_key_jmespath,
 // typed. A body that does not decode is answered with 400
@@ -164,4 +179,95 @@ func patternParameters(r *http.Request) map[string]string {
 		params[name] = r.PathValue(name)
 	}
 	return params
+}
+
+// maxKeyPrefixLength bounds Config.KeyPrefix and FunctionConfig.KeyPrefix.
+const maxKeyPrefixLength = 64
+
+// validateKeyPrefix checks a KeyPrefix.
+func validateKeyPrefix(typeName, prefix string) error {
+	switch {
+	case len(prefix) > maxKeyPrefixLength:
+		return fmt.Errorf("%s.KeyPrefix is %d characters long: use at most %d", typeName, len(prefix), maxKeyPrefixLength)
+	case strings.ContainsFunc(prefix, func(r rune) bool { return r <= ' ' || r >= 0x7f || r == ':' }):
+		return fmt.Errorf("%s.KeyPrefix is %q: use visible ASCII characters other than ':'", typeName, prefix)
+	}
+	return nil
+}
+
+// requestKey returns the request's key, normalised, or why there is none:
+// errKeyMissing, or an error that errors.Is matches with errKeyInvalid.
+func (d *decorator) requestKey(ctx context.Context, view Request) (string, error) {
+	if h, ok := d.cfg.Key.(headerKey); ok {
+		return parseKey(view.Header(string(h)), d.cfg.KeyFormat)
+	}
+	raw, err := d.cfg.Key.key(ctx, view)
+	switch {
+	case err != nil && !errors.Is(err, errKeyInvalid):
+		return "", fmt.Errorf("%w: Config.Key failed: %w", errKeyUnreadable, err)
+	case err != nil:
+		return "", err
+	case raw == "":
+		return "", errKeyMissing
+	}
+	return parseKeyElement(raw, d.cfg.KeyFormat)
+}
+
+// errKeyUnreadable is a Config.Key that failed for a reason of its own,
+// which is logged and never sent.
+var errKeyUnreadable = invalidKey("could not be read from this request")
+
+// keyProblem is the 400 that answers a request without a valid key: its
+// detail names where the key is read, what was wrong and what is expected.
+func (d *decorator) keyProblem(view Request, err error) problem.Details {
+	header, isHeader := d.cfg.Key.(headerKey)
+	source := "The idempotency key of this request"
+	if isHeader {
+		source = "The " + string(header) + " header"
+	}
+	want := d.cfg.KeyFormat.describe()
+	if errors.Is(err, errKeyMissing) {
+		detail := "This request carries no idempotency key: send a new " + want + " with every " + view.Method + " request."
+		if isHeader {
+			detail = "Send the " + string(header) + " header holding a new " + want + " with every " + view.Method + " request."
+		}
+		return problem.New(http.StatusBadRequest, CodeKeyMissing, detail)
+	}
+	reason := errKeyInvalid.Error()
+	var ke *keyInvalidError
+	if errors.As(err, &ke) {
+		reason = ke.reason
+	}
+	return problem.New(http.StatusBadRequest, CodeKeyInvalid,
+		source+" "+reason+": it must hold exactly one "+want+", bare or as a quoted string.")
+}
+
+// unprotected runs the handler of a request without a key, with
+// Config.AllowMissingKey: nothing is claimed or stored, and the request is
+// logged and counted as OutcomeUnprotected.
+func (d *decorator) unprotected(ctx context.Context, obs *observation, run func(ctx context.Context) (apigw.Response, error)) (apigw.Response, bool, error) {
+	obs.outcome = OutcomeUnprotected
+	start := time.Now()
+	resp, err := run(ctx)
+	obs.handlerMS = msSince(start)
+	obs.handler = "ok"
+	if err != nil {
+		obs.handler, obs.err = "error", err
+	} else {
+		obs.status = resp.StatusCode
+	}
+	return apigw.Response{}, true, err
+}
+
+// unprotected runs fn for an input without a key, with
+// FunctionConfig.AllowMissingKey.
+func (f *function[In, Out]) unprotected(ctx context.Context, obs *observation, in In) (Out, error) {
+	obs.outcome = OutcomeUnprotected
+	start := time.Now()
+	out, err := f.fn(ctx, in)
+	obs.handlerMS, obs.handler = msSince(start), "ok"
+	if err != nil {
+		obs.handler, obs.err = "error", err
+	}
+	return out, err
 }

@@ -34,9 +34,8 @@ import (
 //   - The request body is read whole before the handler runs, at most
 //     Config.MaxBodyBytes (and no more is read); a larger one is refused
 //     with 413 payload_too_large before the store is consulted. The limit
-//     counts the body's bytes as they arrive, binary bodies included
-//     (Wrap counts the body as API Gateway delivers it, base64 text
-//     included, since that is what a Lambda event carries). A request
+//     counts the body's bytes, binary bodies included, as Wrap counts a
+//     Lambda event's base64 body by the bytes it decodes to. A request
 //     with a nil Body has an empty body.
 //   - Methods are compared in upper case, as Wrap compares them: "post"
 //     and "Delete" are protected as POST and DELETE, since a route without

@@ -44,7 +44,7 @@ func Wrap[Req AnyRequest, Resp AnyResponse](h func(context.Context, Req) (Resp, 
 			return h(ctx, req)
 		}
 		var resp Resp
-		answer, own, err := d.serve(ctx, view, len(view.Body), func(ctx context.Context) (apigw.Response, error) {
+		answer, own, err := d.serve(ctx, view, bodyBytes(view), func(ctx context.Context) (apigw.Response, error) {
 			var err error
 			resp, err = h(ctx, req)
 			return apigw.FromResponse(resp), err
@@ -219,6 +219,21 @@ func Storable(status int) bool {
 		return false
 	}
 	return status >= 200 && status < 500
+}
+
+// bodyBytes is the size in bytes of a request's body as its handler reads
+// it: a base64 body counts as the bytes it decodes to, so that
+// Config.MaxBodyBytes means the same on every shape.
+func bodyBytes(view Request) int {
+	n := len(view.Body)
+	if !view.IsBase64Encoded {
+		return n
+	}
+	pad := 0
+	for pad < 2 && pad < n && view.Body[n-1-pad] == '=' {
+		pad++
+	}
+	return (n - pad) * 6 / 8
 }
 
 // checkBodySize refuses a body larger than Config.MaxBodyBytes, before it is

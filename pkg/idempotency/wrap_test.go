@@ -45,10 +45,10 @@ func TestWrapRefusesInvalidConfig(t *testing.T) {
 		{"no store", idempotency.Config{}, []string{"Config.Store is nil"}},
 		{"safe method", idempotency.Config{Store: newMemStore(), Methods: []string{"POST", "get"}}, []string{"GET", "safe method"}},
 		{"blank method", idempotency.Config{Store: newMemStore(), Methods: []string{" "}}, []string{"not an HTTP method"}},
-		{"negative durations", idempotency.Config{Store: newMemStore(), TTL: -time.Second, MaxLease: -1, LeaseMargin: -1}, []string{"Config.TTL", "Config.MaxLease", "Config.LeaseMargin"}},
-		{"lease longer than TTL", idempotency.Config{Store: newMemStore(), TTL: time.Minute}, []string{"longer than Config.TTL"}},
+		{"negative durations", idempotency.Config{Store: newMemStore(), Settings: idempotency.Settings{TTL: -time.Second, MaxLease: -1, LeaseMargin: -1}}, []string{"Config.TTL", "Config.MaxLease", "Config.LeaseMargin"}},
+		{"lease longer than TTL", idempotency.Config{Store: newMemStore(), Settings: idempotency.Settings{TTL: time.Minute}}, []string{"longer than Config.TTL"}},
 		{"bad replay header", idempotency.Config{Store: newMemStore(), ReplayHeaders: []string{"X-Ok", "Bad Header:"}}, []string{"Config.ReplayHeaders"}},
-		{"negative body limit and finish bound", idempotency.Config{Store: newMemStore(), MaxBodyBytes: -1, FinishTimeout: -time.Second}, []string{"Config.MaxBodyBytes", "Config.FinishTimeout"}},
+		{"negative body limit and finish bound", idempotency.Config{Store: newMemStore(), MaxBodyBytes: -1, Settings: idempotency.Settings{FinishTimeout: -time.Second}}, []string{"Config.MaxBodyBytes", "Config.FinishTimeout"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -101,11 +101,13 @@ func TestClaimCarriesLeaseExpiryAndOwner(t *testing.T) {
 	now := time.Date(2030, 5, 6, 7, 8, 9, 0, time.UTC)
 	store := &recordingStore{memStore: newMemStore()}
 	h, err := idempotency.Wrap(v2Handler(created), quiet(idempotency.Config{
-		Store:       store,
-		Clock:       func() time.Time { return now },
-		TTL:         2 * time.Hour,
-		MaxLease:    time.Minute,
-		LeaseMargin: 3 * time.Second,
+		Store: store,
+		Settings: idempotency.Settings{
+			Clock:       func() time.Time { return now },
+			TTL:         2 * time.Hour,
+			MaxLease:    time.Minute,
+			LeaseMargin: 3 * time.Second,
+		},
 	}))
 	require.NoError(t, err)
 
@@ -151,11 +153,13 @@ func TestLogAndMetricLines(t *testing.T) {
 	var logs, metrics bytes.Buffer
 	now := time.Date(2030, 5, 6, 7, 8, 9, 0, time.UTC)
 	h, err := idempotency.Wrap(v2Handler(created), idempotency.Config{
-		Store:     newMemStore(),
-		Clock:     func() time.Time { return now },
-		Logger:    slog.New(slog.NewJSONHandler(&logs, nil)),
-		Metrics:   &metrics,
-		Namespace: "tasks-api",
+		Store: newMemStore(),
+		Settings: idempotency.Settings{
+			Clock:     func() time.Time { return now },
+			Logger:    slog.New(slog.NewJSONHandler(&logs, nil)),
+			Metrics:   &metrics,
+			Namespace: "tasks-api",
+		},
 	})
 	require.NoError(t, err)
 	_, err = h(context.Background(), request(userA, keyA))
@@ -198,9 +202,11 @@ func TestStoreErrorTextStaysInTheLog(t *testing.T) {
 	t.Parallel()
 	var logs bytes.Buffer
 	h, err := idempotency.Wrap(v2Handler(created), idempotency.Config{
-		Store:   failingStore{},
-		Logger:  slog.New(slog.NewJSONHandler(&logs, nil)),
-		Metrics: io.Discard,
+		Store: failingStore{},
+		Settings: idempotency.Settings{
+			Logger:  slog.New(slog.NewJSONHandler(&logs, nil)),
+			Metrics: io.Discard,
+		},
 	})
 	require.NoError(t, err)
 	resp, err := h(context.Background(), request(userA, keyA))

@@ -195,15 +195,17 @@ func newFunction(t testing.TB, name string, store idemstore.Store, log *eventLog
 		return output{Owner: c.owner, Body: in.Body}, nil
 	}
 	cfg := idempotency.FunctionConfig[input]{
-		Store:       store,
-		Name:        name,
-		Key:         func(_ context.Context, in input) (string, error) { return in.Key, nil },
-		Payload:     func(in input) ([]byte, error) { return []byte(in.Body), nil },
-		LeaseMargin: margin,
-		Owner:       func(ctx context.Context) string { return ctx.Value(ownerKey{}).(*call).owner },
-		Clock:       func() time.Time { return time.Now().Add(skew) },
-		Logger:      slog.New(outcomeHandler{}),
-		Metrics:     io.Discard,
+		Store:   store,
+		Name:    name,
+		Key:     func(_ context.Context, in input) (string, error) { return in.Key, nil },
+		Payload: func(in input) ([]byte, error) { return []byte(in.Body), nil },
+		Settings: idempotency.Settings{
+			LeaseMargin: margin,
+			Owner:       func(ctx context.Context) string { return ctx.Value(ownerKey{}).(*call).owner },
+			Clock:       func() time.Time { return time.Now().Add(skew) },
+			Logger:      slog.New(outcomeHandler{}),
+			Metrics:     io.Discard,
+		},
 	}
 	if proc%2 == 1 {
 		cfg.LocalCache = &idempotency.LocalCache{}

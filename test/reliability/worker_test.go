@@ -146,10 +146,12 @@ func wire(pool *pgxpool.Pool, w wiring) (map[string]localapi.Handler, error) {
 			return resp, err
 		}
 		return idempotency.Wrap(spied, idempotency.Config{
-			Store:    store,
-			MaxLease: w.maxLease,
-			Logger:   w.logger,
-			Metrics:  io.Discard,
+			Store: store,
+			Settings: idempotency.Settings{
+				MaxLease: w.maxLease,
+				Logger:   w.logger,
+				Metrics:  io.Discard,
+			},
 		})
 	}
 	create, err1 := protect(api.Create, w.block)

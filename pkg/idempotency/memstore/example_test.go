@@ -24,9 +24,11 @@ func ExampleNew() {
 	}
 	store := memstore.New()
 	h, err := idempotency.Wrap(createOrder, idempotency.Config{
-		Store:   store,
-		Logger:  slog.New(slog.NewJSONHandler(io.Discard, nil)),
-		Metrics: io.Discard,
+		Store: store,
+		Settings: idempotency.Settings{
+			Logger:  slog.New(slog.NewJSONHandler(io.Discard, nil)),
+			Metrics: io.Discard,
+		},
 	})
 	if err != nil {
 		panic(err)

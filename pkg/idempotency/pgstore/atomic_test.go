@@ -88,7 +88,10 @@ func TestCompleteRunInTx(t *testing.T) {
 		require.True(t, ok)
 		return out, tx.Commit(ctx)
 	}, idempotency.FunctionConfig[string]{Store: st, Name: "atomic-" + uuid.NewString(), Key: func(_ context.Context, id string) (string, error) { return id, nil },
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: io.Discard})
+		Settings: idempotency.Settings{
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: io.Discard,
+		},
+	})
 	require.NoError(t, err)
 	id := uuid.NewString()
 	a, err := f(ctx, id)
@@ -207,7 +210,7 @@ func TestAtomicCompletionThenFailure(t *testing.T) {
 					require.NoError(t, tx.Commit(ctx))
 				}
 				return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusServiceUnavailable, Body: "later"}, nil
-			}, idempotency.Config{Store: st, Logger: slog.New(slog.NewJSONHandler(logs, nil)), Metrics: io.Discard})
+			}, idempotency.Config{Store: st, Settings: idempotency.Settings{Logger: slog.New(slog.NewJSONHandler(logs, nil)), Metrics: io.Discard}})
 			require.NoError(t, err)
 			req := protectedRequest("POST", "/orders", uuid.NewString(), uuid.NewString(), `{}`)
 			first, err := wrapped(ctx, req)

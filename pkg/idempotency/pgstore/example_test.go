@@ -58,7 +58,7 @@ func ExampleNew() {
 	}
 
 	store := pgstore.New(pool, &pgstore.Options{Schema: "example_tasks"})
-	handler, err := idempotency.Wrap(createTask, idempotency.Config{Store: store, Logger: slog.New(slog.DiscardHandler), Metrics: io.Discard})
+	handler, err := idempotency.Wrap(createTask, idempotency.Config{Store: store, Settings: idempotency.Settings{Logger: slog.New(slog.DiscardHandler), Metrics: io.Discard}})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -28,7 +28,7 @@ func ExampleNew() {
 	createTask := func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 		return events.APIGatewayV2HTTPResponse{StatusCode: 201, Body: `{"id":"1"}`}, nil
 	}
-	handler, err := idempotency.Wrap(createTask, idempotency.Config{Store: store, Logger: slog.New(slog.DiscardHandler), Metrics: io.Discard})
+	handler, err := idempotency.Wrap(createTask, idempotency.Config{Store: store, Settings: idempotency.Settings{Logger: slog.New(slog.DiscardHandler), Metrics: io.Discard}})
 	if err != nil {
 		log.Fatal(err)
 	}

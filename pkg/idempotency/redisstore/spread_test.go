@@ -33,11 +33,13 @@ func TestFunctionRecordsSpreadOverShards(t *testing.T) {
 		runs.Add(1)
 		return "done " + id, nil
 	}, idempotency.FunctionConfig[string]{
-		Store:   redisstore.New(cluster, nil),
-		Name:    "spread",
-		Key:     func(_ context.Context, id string) (string, error) { return id, nil },
-		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Metrics: io.Discard,
+		Store: redisstore.New(cluster, nil),
+		Name:  "spread",
+		Key:   func(_ context.Context, id string) (string, error) { return id, nil },
+		Settings: idempotency.Settings{
+			Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Metrics: io.Discard,
+		},
 	})
 	require.NoError(t, err)
 	const calls = 90

@@ -70,7 +70,7 @@ func replays(t *testing.T, store idemstore.Store) {
 	h, err := idempotency.Wrap(func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 		runs++
 		return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusCreated, Body: fmt.Sprint(runs)}, nil
-	}, idempotency.Config{Store: store, Logger: discard, Metrics: discardWriter{}})
+	}, idempotency.Config{Store: store, Settings: idempotency.Settings{Logger: discard, Metrics: discardWriter{}}})
 	require.NoError(t, err)
 	req := events.APIGatewayV2HTTPRequest{RawPath: "/orders", Headers: map[string]string{"idempotency-key": uuid.NewString()}}
 	req.RequestContext.HTTP.Method = http.MethodPost

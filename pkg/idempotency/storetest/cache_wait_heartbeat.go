@@ -130,7 +130,7 @@ func withHeartbeat(d time.Duration) func(*idempotency.Config) {
 	return func(c *idempotency.Config) { c.Heartbeat = d }
 }
 
-var beyondCases = []behaviourCase{
+var cacheWaitHeartbeatCases = []behaviourCase{
 	{"the local cache answers a repeat with no store call, until the record expires", func(t *testing.T, e *env) {
 		inv := e.wrap(e.respond(http.StatusCreated), withCache, func(c *idempotency.Config) {
 			c.TTL, c.MaxLease = time.Hour, time.Minute
@@ -351,7 +351,7 @@ func withFunctionWait[In any](d time.Duration) func(*idempotency.FunctionConfig[
 	return func(c *idempotency.FunctionConfig[In]) { c.WaitForResult = d }
 }
 
-var beyondFunctionCases = []functionCase{
+var cacheWaitHeartbeatFunctionCases = []functionCase{
 	{"the local cache returns a repeat's result with no store call", func(t *testing.T, e *funcEnv) {
 		f := e.newOrder(nil, withFunctionCache[order])
 		o := order{ID: uuid.NewString(), Items: 1}

@@ -188,12 +188,14 @@ func (s suite) functionTooLarge(t *testing.T) {
 		runs.Add(1)
 		return strings.Repeat("z", s.opts.TooLargeBody), nil
 	}, idempotency.FunctionConfig[string]{
-		Store:   st,
-		Name:    "too-large-" + uuid.NewString(),
-		Key:     func(_ context.Context, id string) (string, error) { return id, nil },
-		Clock:   func() time.Time { return base },
-		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Metrics: io.Discard,
+		Store: st,
+		Name:  "too-large-" + uuid.NewString(),
+		Key:   func(_ context.Context, id string) (string, error) { return id, nil },
+		Settings: idempotency.Settings{
+			Clock:   func() time.Time { return base },
+			Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Metrics: io.Discard,
+		},
 	})
 	require.NoError(t, err)
 	id := uuid.NewString()

@@ -29,7 +29,7 @@ import (
 func runFunction(t *testing.T, newStore func(t *testing.T) idemstore.Store) {
 	t.Helper()
 	store := newStore(t)
-	for _, c := range slices.Concat(functionCases, functionHardeningCases, beyondFunctionCases, functionAdoptionCases) {
+	for _, c := range slices.Concat(functionCases, functionFaultCases, cacheWaitHeartbeatFunctionCases, functionKeyCases) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			c.run(t, newFuncEnv(t, store))
@@ -60,12 +60,14 @@ func newFuncEnv(t *testing.T, store idemstore.Store) *funcEnv {
 // config is a FunctionConfig with the case's store, clock and name.
 func config[In any](e *funcEnv, key func(context.Context, In) (string, error)) idempotency.FunctionConfig[In] {
 	return idempotency.FunctionConfig[In]{
-		Store:   e.store,
-		Name:    e.name,
-		Key:     key,
-		Clock:   e.clock.Now,
-		Logger:  slog.New(slog.NewJSONHandler(e.logs, nil)),
-		Metrics: io.Discard,
+		Store: e.store,
+		Name:  e.name,
+		Key:   key,
+		Settings: idempotency.Settings{
+			Clock:   e.clock.Now,
+			Logger:  slog.New(slog.NewJSONHandler(e.logs, nil)),
+			Metrics: io.Discard,
+		},
 	}
 }
 

@@ -13,11 +13,11 @@ import (
 	"github.com/ichido/ichido/pkg/idempotency/internal/runctx"
 )
 
-// functionHardeningCases are the function and batch answers a second
-// adversarial review found wrong: work that ran again after its result
-// could not be kept, done messages failed after a payload check was added,
-// and an atomic completion handed out by a store that cannot write it.
-var functionHardeningCases = []functionCase{
+// functionFaultCases are function and batch answers once found wrong:
+// work that ran again after its result could not be kept, done messages
+// failed after a payload check was added, and a completion taken by a
+// store that is not the run's.
+var functionFaultCases = []functionCase{
 	{"a result that does not encode completes the key, and a repeat does not run again", func(t *testing.T, e *funcEnv) {
 		cfg := config(e, orderID)
 		f, err := idempotency.Function(func(ctx context.Context, o order) (float64, error) {

@@ -44,7 +44,7 @@ func runPayload(t *testing.T, p payload, newStore func(t *testing.T) idemstore.S
 	t.Run(p.name, func(t *testing.T) {
 		t.Parallel()
 		store := newStore(t)
-		for _, c := range slices.Concat(cases, hardeningCases, hardening2Cases, beyondCases, adoptionCases) {
+		for _, c := range slices.Concat(cases, faultCases, optionCases, cacheWaitHeartbeatCases, keyCases) {
 			if p.skip[c.name] {
 				continue
 			}
@@ -87,10 +87,12 @@ func newEnv(t *testing.T, p payload, store idemstore.Store) *env {
 // clock, logger and metrics, after applying mods to the Config.
 func (e *env) wrap(h handler, mods ...func(*idempotency.Config)) invoker {
 	cfg := idempotency.Config{
-		Store:   e.store,
-		Clock:   e.clock.Now,
-		Logger:  slog.New(slog.NewJSONHandler(e.logs, nil)),
-		Metrics: e.metrics,
+		Store: e.store,
+		Settings: idempotency.Settings{
+			Clock:   e.clock.Now,
+			Logger:  slog.New(slog.NewJSONHandler(e.logs, nil)),
+			Metrics: e.metrics,
+		},
 	}
 	for _, m := range mods {
 		m(&cfg)

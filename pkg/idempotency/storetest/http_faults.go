@@ -13,10 +13,10 @@ import (
 	"github.com/ichido/ichido/pkg/idempotency/internal/apigw"
 )
 
-// hardeningCases are the answers an adversarial review found wrong: too
+// faultCases are answers once found wrong under attack: too
 // large bodies, bodies and queries that only looked alike, lost store
 // replies and cookies.
-var hardeningCases = []behaviourCase{
+var faultCases = []behaviourCase{
 	{"a body over the limit is refused with 413 before the store", func(t *testing.T, e *env) {
 		inv := e.wrap(e.respond(http.StatusCreated))
 		body := `{"title":"` + strings.Repeat("x", idempotency.DefaultMaxBodyBytes) + `"}`
@@ -29,10 +29,11 @@ var hardeningCases = []behaviourCase{
 		first := e.do(inv, e.post(`{"title":"x"}`))
 		require.Equal(t, http.StatusCreated, first.StatusCode)
 		require.Empty(t, first.Headers.Get(idempotency.ReplayedHeader))
-		// The limit applies to the body as delivered, base64 text included
-		// (over plain HTTP a body arrives as its bytes, never as base64).
+		// The limit counts bytes on every shape: a Lambda event's base64
+		// body counts as the bytes it decodes to (over plain HTTP a body
+		// arrives as its bytes, never as base64).
 		if e.p.name != "net/http" {
-			b64 := e.post(strings.Repeat("QUFB", idempotency.DefaultMaxBodyBytes/4+1))
+			b64 := e.post(strings.Repeat("QUFB", idempotency.DefaultMaxBodyBytes/3+1))
 			b64.b64 = true
 			requireProblem(t, e.do(inv, b64), http.StatusRequestEntityTooLarge, idempotency.CodePayloadTooLarge)
 		}

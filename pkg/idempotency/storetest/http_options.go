@@ -22,12 +22,12 @@ import (
 	"github.com/ichido/ichido/pkg/idempotency/internal/runctx"
 )
 
-// hardening2Cases are the answers a second adversarial review found wrong:
+// optionCases are answers once found wrong where options meet:
 // callers merged into one user, cookies split on replay, methods and
 // bodies the middleware misjudged, replays that lost the body's encoding,
 // tokens refused for being sent in both of a REST API's header maps, and
-// an atomic completion handed out that the store could never write.
-var hardening2Cases = []behaviourCase{
+// a completion taken by a store that is not the run's.
+var optionCases = []behaviourCase{
 	{"two sessions of one IAM role are two users", func(t *testing.T, e *env) {
 		if e.p.name != "function-url" {
 			t.Skip("only a Function URL carries an IAM principal")
@@ -140,9 +140,6 @@ var hardening2Cases = []behaviourCase{
 		require.EqualValues(t, 1, e.runs.Load())
 	}},
 	{"a binary body under the limit is accepted by its size in bytes", func(t *testing.T, e *env) {
-		if e.p.name != "net/http" {
-			t.Skip("a Lambda event's body counts as delivered, base64 text included")
-		}
 		raw := bytes.Repeat([]byte{0xff, 0x00, 0x80}, 300) // 900 bytes, 1200 as base64
 		inv := e.wrap(e.respond(http.StatusCreated), func(c *idempotency.Config) { c.MaxBodyBytes = 1000 })
 		req := e.post(base64.StdEncoding.EncodeToString(raw))
@@ -209,11 +206,13 @@ var hardening2Cases = []behaviourCase{
 			t.Skip("only net/http requests have a Body that can be nil")
 		}
 		mw, err := idempotency.Middleware(idempotency.Config{
-			Store:   e.store,
-			Clock:   e.clock.Now,
-			Logger:  testLogger(e),
-			Metrics: e.metrics,
-			UserID:  idempotency.StaticUserID(e.user),
+			Store:  e.store,
+			UserID: idempotency.StaticUserID(e.user),
+			Settings: idempotency.Settings{
+				Clock:   e.clock.Now,
+				Logger:  testLogger(e),
+				Metrics: e.metrics,
+			},
 		})
 		require.NoError(t, err)
 		h := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

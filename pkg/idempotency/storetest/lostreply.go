@@ -148,7 +148,7 @@ func runLostReply(t *testing.T, store idemstore.Store, cutter *ReplyCutter) {
 	h, err := idempotency.Wrap(func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 		n := runs.Add(1)
 		return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusCreated, Headers: map[string]string{"Content-Type": "application/json"}, Body: fmt.Sprintf(`{"run":%d}`, n)}, nil
-	}, idempotency.Config{Store: store, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: io.Discard})
+	}, idempotency.Config{Store: store, Settings: idempotency.Settings{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Metrics: io.Discard}})
 	require.NoError(t, err)
 	user := uuid.NewString()
 	event := func(key, body string) events.APIGatewayV2HTTPRequest {

@@ -147,7 +147,7 @@ func runBatchAcrossProcesses(t *testing.T, n int, workerTest, storeURL string, n
 	h, err := idempotency.SQSHandler(func(_ context.Context, m events.SQSMessage) error {
 		again = append(again, m.MessageId)
 		return nil
-	}, idempotency.FunctionConfig[events.SQSMessage]{Store: store, Name: name, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Metrics: io.Discard})
+	}, idempotency.FunctionConfig[events.SQSMessage]{Store: store, Name: name, Settings: idempotency.Settings{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Metrics: io.Discard}})
 	require.NoError(t, err)
 	resp, err := h(context.Background(), batch)
 	require.NoError(t, err)
@@ -176,10 +176,12 @@ func BatchWorker(t *testing.T, newStore func(t *testing.T, url string) idemstore
 		time.Sleep(2 * time.Millisecond) // hold the claim while the others try
 		return nil
 	}, idempotency.FunctionConfig[events.SQSMessage]{
-		Store:   store,
-		Name:    os.Getenv(envWorkerName),
-		Logger:  slog.New(slog.NewJSONHandler(io.Discard, nil)),
-		Metrics: io.Discard,
+		Store: store,
+		Name:  os.Getenv(envWorkerName),
+		Settings: idempotency.Settings{
+			Logger:  slog.New(slog.NewJSONHandler(io.Discard, nil)),
+			Metrics: io.Discard,
+		},
 	})
 	require.NoError(t, err)
 

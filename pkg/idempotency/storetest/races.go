@@ -47,10 +47,12 @@ type v2Handler = func(context.Context, events.APIGatewayV2HTTPRequest) (events.A
 func wrapV2(t *testing.T, st idemstore.Store, h v2Handler) v2Handler {
 	t.Helper()
 	wrapped, err := idempotency.Wrap(h, idempotency.Config{
-		Store:   st,
-		Clock:   func() time.Time { return base },
-		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Metrics: io.Discard,
+		Store: st,
+		Settings: idempotency.Settings{
+			Clock:   func() time.Time { return base },
+			Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Metrics: io.Discard,
+		},
 	})
 	require.NoError(t, err)
 	return wrapped

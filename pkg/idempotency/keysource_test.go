@@ -70,8 +70,10 @@ func TestReplayHookWithoutAdmin(t *testing.T) {
 	var hooked []idempotency.Replay
 	store := timelessStore{memstore.New()}
 	h, err := idempotency.Wrap(countingCreate(new(int)), quiet(idempotency.Config{
-		Store:    store,
-		OnReplay: func(_ context.Context, r *idempotency.Replay) { hooked = append(hooked, *r) },
+		Store: store,
+		Settings: idempotency.Settings{
+			OnReplay: func(_ context.Context, r *idempotency.Replay) { hooked = append(hooked, *r) },
+		},
 	}))
 	require.NoError(t, err)
 	req := v2Post("/tasks", "auth0|x", map[string]string{"idempotency-key": "8e03978e-40d5-43e8-bc93-6894a57f9324"}, `{}`)

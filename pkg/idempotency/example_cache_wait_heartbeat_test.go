@@ -48,12 +48,14 @@ func ExampleLocalCache() {
 	charge, err := idempotency.Function(func(ctx context.Context, orderID string) (string, error) {
 		return "charged " + orderID, nil
 	}, idempotency.FunctionConfig[string]{
-		Store:      store,
-		Name:       "charge",
-		Key:        func(_ context.Context, orderID string) (string, error) { return orderID, nil },
-		LocalCache: &idempotency.LocalCache{MaxEntries: 10_000, MaxBytes: 16 << 20},
-		Logger:     slog.New(slog.NewJSONHandler(io.Discard, nil)),
-		Metrics:    io.Discard,
+		Store: store,
+		Name:  "charge",
+		Key:   func(_ context.Context, orderID string) (string, error) { return orderID, nil },
+		Settings: idempotency.Settings{
+			LocalCache: &idempotency.LocalCache{MaxEntries: 10_000, MaxBytes: 16 << 20},
+			Logger:     slog.New(slog.NewJSONHandler(io.Discard, nil)),
+			Metrics:    io.Discard,
+		},
 	})
 	if err != nil {
 		panic(err)
@@ -83,11 +85,13 @@ func ExampleConfig_waitForResult() {
 		fmt.Fprint(w, `{"id":1}`)
 	})
 	mw, err := idempotency.Middleware(idempotency.Config{
-		Store:         exampleStore(),
-		UserID:        idempotency.StaticUserID("5f0c7d2e-0c1a-4c3b-9a57-2f1e6f2b9d01"),
-		WaitForResult: 5 * time.Second,
-		Logger:        slog.New(slog.NewJSONHandler(io.Discard, nil)),
-		Metrics:       io.Discard,
+		Store:  exampleStore(),
+		UserID: idempotency.StaticUserID("5f0c7d2e-0c1a-4c3b-9a57-2f1e6f2b9d01"),
+		Settings: idempotency.Settings{
+			WaitForResult: 5 * time.Second,
+			Logger:        slog.New(slog.NewJSONHandler(io.Discard, nil)),
+			Metrics:       io.Discard,
+		},
 	})
 	if err != nil {
 		panic(err)
@@ -129,11 +133,13 @@ func ExampleConfig_heartbeat() {
 		w.WriteHeader(http.StatusNoContent)
 	})
 	mw, err := idempotency.Middleware(idempotency.Config{
-		Store:     store,
-		UserID:    idempotency.StaticUserID("5f0c7d2e-0c1a-4c3b-9a57-2f1e6f2b9d01"),
-		Heartbeat: 60 * time.Millisecond,
-		Logger:    slog.New(slog.NewJSONHandler(io.Discard, nil)),
-		Metrics:   io.Discard,
+		Store:  store,
+		UserID: idempotency.StaticUserID("5f0c7d2e-0c1a-4c3b-9a57-2f1e6f2b9d01"),
+		Settings: idempotency.Settings{
+			Heartbeat: 60 * time.Millisecond,
+			Logger:    slog.New(slog.NewJSONHandler(io.Discard, nil)),
+			Metrics:   io.Discard,
+		},
 	})
 	if err != nil {
 		panic(err)

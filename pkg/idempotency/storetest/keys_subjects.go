@@ -38,9 +38,9 @@ func withKey(r request, name, value string) request {
 	return r
 }
 
-// adoptionCases are the options a team coming from another identity
+// keyCases are the options a team coming from another identity
 // provider, another key format or Powertools looks for.
-var adoptionCases = []behaviourCase{
+var keyCases = []behaviourCase{
 	{"a subject that is not a UUID has a user id of its own", func(t *testing.T, e *env) {
 		var users []string
 		inv := e.wrap(func(ctx context.Context, req idempotency.Request) (apigw.Response, error) {
@@ -69,7 +69,7 @@ var adoptionCases = []behaviourCase{
 		require.Equal(t, e.user, users[2])
 	}},
 	{"the key header is configurable", func(t *testing.T, e *env) {
-		inv := e.wrap(e.respond(http.StatusCreated), func(c *idempotency.Config) { c.KeyHeader = "X-Idempotency-Key" })
+		inv := e.wrap(e.respond(http.StatusCreated), func(c *idempotency.Config) { c.Key = idempotency.HeaderKey("X-Idempotency-Key") })
 		req := withKey(e.post(`{}`), "x-idempotency-key", e.key)
 		first := e.do(inv, req)
 		require.Equal(t, http.StatusCreated, first.StatusCode)
@@ -248,7 +248,7 @@ var adoptionCases = []behaviourCase{
 		requireReplay(t, other, e.do(billing, e.post(`{}`)))
 		require.NotEqual(t, first.Body, other.Body)
 		for _, prefix := range []string{"orders", "billing"} {
-			userID, key, err := idempotency.HTTPRecordID(idempotency.Config{KeyPrefix: prefix}, e.user, e.key)
+			userID, key, err := idempotency.HTTPRecordID(idempotency.Config{Settings: idempotency.Settings{KeyPrefix: prefix}}, e.user, e.key)
 			require.NoError(t, err)
 			require.NotEqual(t, e.key, key)
 			requireRecord(t, e.store, userID, key, idemstore.StatusCompleted)
@@ -260,8 +260,8 @@ var adoptionCases = []behaviourCase{
 	}},
 }
 
-// functionAdoptionCases are the same options for Function and SQSHandler.
-var functionAdoptionCases = []functionCase{
+// functionKeyCases are the same options for Function and SQSHandler.
+var functionKeyCases = []functionCase{
 	{"key prefixes keep two services' functions apart", func(t *testing.T, e *funcEnv) {
 		orders := e.newOrder(nil, func(c *idempotency.FunctionConfig[order]) { c.KeyPrefix = "orders" })
 		billing := e.newOrder(nil, func(c *idempotency.FunctionConfig[order]) { c.KeyPrefix = "billing" })

@@ -64,7 +64,7 @@ func ExampleConfig_keyFormat() {
 	runs := 0
 	h, err := idempotency.Wrap(countingCreate(&runs), quietConfig(idempotency.Config{
 		Store:     memstore.New(),
-		KeyHeader: "X-Idempotency-Key",
+		Key:       idempotency.HeaderKey("X-Idempotency-Key"),
 		KeyFormat: idempotency.KeyOpaque,
 	}))
 	if err != nil {
@@ -85,7 +85,7 @@ func ExampleConfig_keyFormat() {
 // protected as always.
 func ExampleConfig_allowMissingKey() {
 	runs := 0
-	h, _ := idempotency.Wrap(countingCreate(&runs), quietConfig(idempotency.Config{Store: memstore.New(), AllowMissingKey: true}))
+	h, _ := idempotency.Wrap(countingCreate(&runs), quietConfig(idempotency.Config{Store: memstore.New(), Settings: idempotency.Settings{AllowMissingKey: true}}))
 	sub := "5f0c7d2e-0c1a-4c3b-9a57-2f1e6f2b9d01"
 	for _, headers := range []map[string]string{{}, {}, {"idempotency-key": "8e03978e-40d5-43e8-bc93-6894a57f9324"}, {"idempotency-key": "8e03978e-40d5-43e8-bc93-6894a57f9324"}} {
 		resp, _ := h(context.Background(), v2Post("/tasks", sub, headers, `{}`))
@@ -139,10 +139,12 @@ func ExampleConfig_onReplay() {
 	runs := 0
 	h, _ := idempotency.Wrap(countingCreate(&runs), quietConfig(idempotency.Config{
 		Store: memstore.New(),
-		Clock: func() time.Time { return now },
-		OnReplay: func(ctx context.Context, r *idempotency.Replay) {
-			r.Header.Set("Age", fmt.Sprint(int(now.Sub(r.CreatedAt).Seconds())))
-			r.Header.Set("X-Idempotency-Expires", r.ExpiresAt.Format(time.RFC3339))
+		Settings: idempotency.Settings{
+			Clock: func() time.Time { return now },
+			OnReplay: func(ctx context.Context, r *idempotency.Replay) {
+				r.Header.Set("Age", fmt.Sprint(int(now.Sub(r.CreatedAt).Seconds())))
+				r.Header.Set("X-Idempotency-Expires", r.ExpiresAt.Format(time.RFC3339))
+			},
 		},
 	}))
 	req := v2Post("/tasks", "5f0c7d2e-0c1a-4c3b-9a57-2f1e6f2b9d01", map[string]string{"idempotency-key": "8e03978e-40d5-43e8-bc93-6894a57f9324"}, `{}`)
@@ -161,15 +163,15 @@ func ExampleConfig_onReplay() {
 func ExampleConfig_keyPrefix() {
 	store := memstore.New()
 	runs := 0
-	orders, _ := idempotency.Wrap(countingCreate(&runs), quietConfig(idempotency.Config{Store: store, KeyPrefix: "orders"}))
-	billing, _ := idempotency.Wrap(countingCreate(&runs), quietConfig(idempotency.Config{Store: store, KeyPrefix: "billing"}))
+	orders, _ := idempotency.Wrap(countingCreate(&runs), quietConfig(idempotency.Config{Store: store, Settings: idempotency.Settings{KeyPrefix: "orders"}}))
+	billing, _ := idempotency.Wrap(countingCreate(&runs), quietConfig(idempotency.Config{Store: store, Settings: idempotency.Settings{KeyPrefix: "billing"}}))
 	sub, key := "auth0|6543210fedcba", "8e03978e-40d5-43e8-bc93-6894a57f9324"
 	req := v2Post("/tasks", sub, map[string]string{"idempotency-key": key}, `{}`)
 	a, _ := orders(context.Background(), req)
 	b, _ := billing(context.Background(), req)
 	fmt.Println(a.Body, b.Body)
 
-	user, recordKey, _ := idempotency.HTTPRecordID(idempotency.Config{KeyPrefix: "orders"}, sub, key)
+	user, recordKey, _ := idempotency.HTTPRecordID(idempotency.Config{Settings: idempotency.Settings{KeyPrefix: "orders"}}, sub, key)
 	rec, found, _ := store.Get(context.Background(), user, recordKey)
 	fmt.Println(found, rec.Status, rec.Response.Body)
 	fmt.Println(idempotency.FunctionRecordID("", "charge-order", "", "ord-1842"))
@@ -190,16 +192,18 @@ func ExampleFunctionConfig_options() {
 		runs++
 		return fmt.Sprintf("charged %s (run %d)", o.ID, runs), nil
 	}, idempotency.FunctionConfig[order]{
-		Store:           memstore.New(),
-		Name:            "charge-order",
-		Key:             func(_ context.Context, o order) (string, error) { return o.ID, nil },
-		KeyPrefix:       "billing",
-		AllowMissingKey: true,
-		OnReplay: func(_ context.Context, r *idempotency.Replay) {
-			fmt.Println("replayed", r.Key, r.Response.Body)
+		Store: memstore.New(),
+		Name:  "charge-order",
+		Key:   func(_ context.Context, o order) (string, error) { return o.ID, nil },
+		Settings: idempotency.Settings{
+			KeyPrefix:       "billing",
+			AllowMissingKey: true,
+			OnReplay: func(_ context.Context, r *idempotency.Replay) {
+				fmt.Println("replayed", r.Key, r.Response.Body)
+			},
+			Logger:  slog.New(slog.NewJSONHandler(io.Discard, nil)),
+			Metrics: io.Discard,
 		},
-		Logger:  slog.New(slog.NewJSONHandler(io.Discard, nil)),
-		Metrics: io.Discard,
 	})
 	if err != nil {
 		panic(err)
