@@ -62,7 +62,7 @@ var errNotClaimed = errors.New("a new key was not claimed")
 func claimNew(ctx context.Context, store idemstore.Store, ref idemstore.Ref) error {
 	now := time.Now()
 	res, err := store.Claim(ctx, idemstore.Claim{
-		Ref: ref, RequestHash: requestHash, Now: now,
+		Ref: ref, Fingerprint: requestHash, Now: now,
 		LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(idempotency.DefaultTTL),
 	})
 	if err == nil && !res.Claimed {

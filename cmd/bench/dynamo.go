@@ -263,7 +263,7 @@ func (b *bench) dynamoDB(ctx context.Context) error {
 		// the response, with its lease.
 		probe := uuid.NewString()
 		now := time.Now()
-		if _, err := store.Claim(ctx, idemstore.Claim{Ref: idemstore.Ref{UserID: user, Key: probe, Owner: uuid.NewString()}, RequestHash: strings.Repeat("0", 64), Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(idempotency.DefaultTTL)}); err != nil {
+		if _, err := store.Claim(ctx, idemstore.Claim{Ref: idemstore.Ref{UserID: user, Key: probe, Owner: uuid.NewString()}, Fingerprint: strings.Repeat("0", 64), Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(idempotency.DefaultTTL)}); err != nil {
 			return 0, 0, 0, err
 		}
 		open, err := item(user, probe)
@@ -293,7 +293,7 @@ func (b *bench) dynamoDB(ctx context.Context) error {
 	// progress by another owner.
 	heldKey := uuid.NewString()
 	now := time.Now()
-	held := idemstore.Claim{Ref: idemstore.Ref{UserID: user, Key: heldKey, Owner: uuid.NewString()}, RequestHash: requestHash, Now: now, LeaseUntil: now.Add(time.Hour), ExpiresAt: now.Add(idempotency.DefaultTTL)}
+	held := idemstore.Claim{Ref: idemstore.Ref{UserID: user, Key: heldKey, Owner: uuid.NewString()}, Fingerprint: requestHash, Now: now, LeaseUntil: now.Add(time.Hour), ExpiresAt: now.Add(idempotency.DefaultTTL)}
 	if _, err := store.Claim(ctx, held); err != nil {
 		return err
 	}
@@ -316,14 +316,14 @@ func (b *bench) dynamoDB(ctx context.Context) error {
 	for range n {
 		k := uuid.NewString()
 		past := time.Now().Add(-2 * time.Hour)
-		if _, err := store.Claim(ctx, idemstore.Claim{Ref: idemstore.Ref{UserID: user, Key: k, Owner: uuid.NewString()}, RequestHash: requestHash, Now: past, LeaseUntil: past.Add(time.Minute), ExpiresAt: past.Add(idempotency.DefaultTTL)}); err != nil {
+		if _, err := store.Claim(ctx, idemstore.Claim{Ref: idemstore.Ref{UserID: user, Key: k, Owner: uuid.NewString()}, Fingerprint: requestHash, Now: past, LeaseUntil: past.Add(time.Minute), ExpiresAt: past.Add(idempotency.DefaultTTL)}); err != nil {
 			return err
 		}
 		staleKeys = append(staleKeys, k)
 	}
 	if err := measure("takeover", func(i int) error {
 		now := time.Now()
-		r, err := store.Claim(ctx, idemstore.Claim{Ref: idemstore.Ref{UserID: user, Key: staleKeys[i], Owner: uuid.NewString()}, RequestHash: requestHash, Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(idempotency.DefaultTTL)})
+		r, err := store.Claim(ctx, idemstore.Claim{Ref: idemstore.Ref{UserID: user, Key: staleKeys[i], Owner: uuid.NewString()}, Fingerprint: requestHash, Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(idempotency.DefaultTTL)})
 		if err == nil && !r.Claimed {
 			err = fmt.Errorf("a stale record was not taken over")
 		}
@@ -339,7 +339,7 @@ func (b *bench) dynamoDB(ctx context.Context) error {
 		key := uuid.NewString()
 		ref := idemstore.Ref{UserID: user, Key: key, Owner: uuid.NewString()}
 		now := time.Now()
-		if _, err := store.Claim(ctx, idemstore.Claim{Ref: ref, RequestHash: requestHash, Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(idempotency.DefaultTTL)}); err != nil {
+		if _, err := store.Claim(ctx, idemstore.Claim{Ref: ref, Fingerprint: requestHash, Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(idempotency.DefaultTTL)}); err != nil {
 			return err
 		}
 		resp := idemstore.Response{StatusCode: 200, Headers: map[string]string{"Content-Type": "application/json"}, Body: strings.Repeat("x", size)}

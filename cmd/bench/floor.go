@@ -123,7 +123,7 @@ func claimAloneSide(store idemstore.Store) sideSpec {
 		start := time.Now()
 		now := time.Now()
 		res, err := store.Claim(ctx, idemstore.Claim{
-			Ref: again, RequestHash: requestHash, Now: now,
+			Ref: again, Fingerprint: requestHash, Now: now,
 			LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(idempotency.DefaultTTL),
 		})
 		d := time.Since(start)

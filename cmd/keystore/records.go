@@ -210,7 +210,7 @@ func recordJSON(rec idemstore.Record) map[string]any {
 		"key":          rec.Key,
 		"status":       rec.Status,
 		"owner":        rec.Owner,
-		"request_hash": rec.RequestHash,
+		"request_hash": rec.Fingerprint,
 		"created_at":   rec.CreatedAt.UTC().Format(time.RFC3339Nano),
 		"expires_at":   rec.ExpiresAt.UTC().Format(time.RFC3339Nano),
 	}

@@ -113,7 +113,7 @@ func (a *API) Create(ctx context.Context, req events.APIGatewayV2HTTPRequest) (e
 		}
 		var ref *IdempotencyRef
 		if info, ok := idempotency.FromContext(ctx); ok {
-			ref = &IdempotencyRef{Key: info.Key, RequestHash: info.RequestHash}
+			ref = &IdempotencyRef{Key: info.Key, Fingerprint: info.Fingerprint}
 		}
 		if db, ok := a.svc.repo.db.(batcher); ok && a.keys != nil && ref != nil {
 			if resp, done, err := a.createAtomic(ctx, db, user, in, ref); done {
@@ -225,7 +225,7 @@ func (a *API) Delete(ctx context.Context, req events.APIGatewayV2HTTPRequest) (e
 		}
 		var ref *IdempotencyRef
 		if info, ok := idempotency.FromContext(ctx); ok {
-			ref = &IdempotencyRef{Key: info.Key, RequestHash: info.RequestHash}
+			ref = &IdempotencyRef{Key: info.Key, Fingerprint: info.Fingerprint}
 		}
 		replayed, err := a.svc.Delete(ctx, user, id, ref)
 		if err != nil {

@@ -96,5 +96,5 @@ func queueInsert(b *pgx.Batch, userID string, t Task, ref *IdempotencyRef) {
 	b.Queue(`
 		INSERT INTO tasks (id, user_id, title, description, status, due_date, created_at, updated_at, idempotency_key, idempotency_request_hash)
 		VALUES ($1::uuid, $2::uuid, $3::text, $4::text, $5::text, $6::date, $7::timestamptz, $7::timestamptz, $8::text, $9::text)`,
-		t.ID, userID, t.Title, t.Description, string(t.Status), dateParam(t.DueDate), t.CreatedAt, ref.Key, ref.RequestHash)
+		t.ID, userID, t.Title, t.Description, string(t.Status), dateParam(t.DueDate), t.CreatedAt, ref.Key, ref.Fingerprint)
 }

@@ -163,7 +163,7 @@ func TestQueryModes(t *testing.T) {
 			t.Cleanup(pool.Close)
 			m := &env{db: e.db, api: tasks.NewAPI(tasks.NewService(pool), &tasks.Options{Logger: e.quietLogger()})}
 			user := uuid.NewString()
-			ctx := idempotency.NewContext(context.Background(), idempotency.Info{Key: uuid.NewString(), UserID: user, RequestHash: "h-" + mode})
+			ctx := idempotency.NewContext(context.Background(), idempotency.Info{Key: uuid.NewString(), UserID: user, Fingerprint: "h-" + mode})
 
 			a := m.create(t, user, `{"title":"one","description":"d","status":"done","due_date":"2029-02-28"}`)
 			b := m.create(t, user, `{"title":"two"}`)

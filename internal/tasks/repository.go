@@ -82,7 +82,7 @@ func dbError(op string, err error) error {
 func (r *Repository) Insert(ctx context.Context, userID string, in NewTask, ref *IdempotencyRef) (t Task, inserted bool, err error) {
 	var key, hash *string
 	if ref != nil {
-		key, hash = &ref.Key, &ref.RequestHash
+		key, hash = &ref.Key, &ref.Fingerprint
 	}
 	status := in.Status
 	if status == "" {
@@ -221,7 +221,7 @@ func (r *Repository) Delete(ctx context.Context, userID, id string, ref *Idempot
 			)
 			INSERT INTO task_deletions (user_id, task_id, idempotency_key, idempotency_request_hash)
 			SELECT $2::uuid, id, $3::text, $4::text FROM gone`,
-			id, userID, ref.Key, ref.RequestHash)
+			id, userID, ref.Key, ref.Fingerprint)
 	}
 	if err != nil {
 		return dbError("delete", err)
@@ -239,7 +239,7 @@ func (r *Repository) FindDeletion(ctx context.Context, userID, id string) (Idemp
 	err := r.db.QueryRow(ctx, `
 		SELECT idempotency_key, idempotency_request_hash FROM task_deletions
 		WHERE user_id = $1::uuid AND task_id = $2::uuid`,
-		userID, id).Scan(&ref.Key, &ref.RequestHash)
+		userID, id).Scan(&ref.Key, &ref.Fingerprint)
 	if err != nil {
 		return IdempotencyRef{}, dbError("find deletion", err)
 	}

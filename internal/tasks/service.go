@@ -47,7 +47,7 @@ func (s *Service) Create(ctx context.Context, userID string, in NewTask, ref *Id
 			continue // deleted since the insert saw it: insert again
 		case err != nil:
 			return Task{}, false, err
-		case hash != ref.RequestHash:
+		case hash != ref.Fingerprint:
 			return Task{}, false, ErrKeyReused
 		}
 		return existing, true, nil
@@ -102,7 +102,7 @@ func (s *Service) Delete(ctx context.Context, userID, id string, ref *Idempotenc
 		return false, err // ErrNotFound: never deleted with a key
 	case by.Key != ref.Key:
 		return false, ErrNotFound
-	case by.RequestHash != ref.RequestHash:
+	case by.Fingerprint != ref.Fingerprint:
 		return false, ErrKeyReused
 	}
 	return true, nil

@@ -153,6 +153,6 @@ func (p Patch) Empty() bool {
 type IdempotencyRef struct {
 	// Key is the Idempotency-Key, lower case.
 	Key string
-	// RequestHash is the request's fingerprint as the decorator computed it.
-	RequestHash string
+	// Fingerprint is the request's fingerprint as the decorator computed it.
+	Fingerprint string
 }

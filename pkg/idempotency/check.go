@@ -49,7 +49,7 @@ func CheckStore(ctx context.Context, s idemstore.Store) error {
 	key := h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
 	now := time.Now()
 	ref := idemstore.Ref{UserID: probeUser, Key: key, Owner: "store-check-" + h}
-	res, err := s.Claim(ctx, idemstore.Claim{Ref: ref, RequestHash: "store-check", Now: now, LeaseUntil: now.Add(probeLife), ExpiresAt: now.Add(probeLife)})
+	res, err := s.Claim(ctx, idemstore.Claim{Ref: ref, Fingerprint: "store-check", Now: now, LeaseUntil: now.Add(probeLife), ExpiresAt: now.Add(probeLife)})
 	if err != nil {
 		return storeFailure("claim", err)
 	}

@@ -14,11 +14,11 @@ type Info struct {
 	// UserID is the authenticated user, a lower-case UUID (SubjectUUID of
 	// the subject).
 	UserID string
-	// RequestHash is the request's fingerprint (see Fingerprint). A handler
+	// Fingerprint is the request's fingerprint (see the function Fingerprint). A handler
 	// that records the key on the row it creates stores this beside it, so
 	// that a retry after the key store was lost can still tell a same-key,
 	// different-request retry apart.
-	RequestHash string
+	Fingerprint string
 }
 
 type infoKey struct{}

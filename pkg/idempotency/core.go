@@ -97,7 +97,7 @@ func (e *engine) claim(ctx context.Context, obs *observation, userID, key, hash 
 	obs.heartbeat = e.beats(ctx, now)
 	c := idemstore.Claim{
 		Ref:         ref,
-		RequestHash: hash,
+		Fingerprint: hash,
 		Now:         now,
 		LeaseUntil:  e.lease(ctx, now, obs.heartbeat),
 		ExpiresAt:   now.Add(e.ttl),
@@ -137,7 +137,7 @@ func (e *engine) cached(userID, key string, now time.Time) (idemstore.ClaimResul
 	}
 	resp := entry.response
 	return idemstore.ClaimResult{Record: idemstore.Record{
-		UserID: userID, Key: key, RequestHash: entry.requestHash, Status: idemstore.StatusCompleted,
+		UserID: userID, Key: key, Fingerprint: entry.requestHash, Status: idemstore.StatusCompleted,
 		Response: &resp, ExpiresAt: entry.expiresAt,
 	}}, true
 }
@@ -153,10 +153,10 @@ func (e *engine) keep(userID, key string, rec idemstore.Record, obs *observation
 		return
 	}
 	var raw rawDigest
-	if rec.RequestHash == obs.hash {
+	if rec.Fingerprint == obs.hash {
 		raw = obs.raw
 	}
-	e.cache.put(userID, key, rec.RequestHash, raw, *rec.Response, e.clock(), rec.ExpiresAt)
+	e.cache.put(userID, key, rec.Fingerprint, raw, *rec.Response, e.clock(), rec.ExpiresAt)
 }
 
 // recoverClaim handles a failed claim. A claim can commit and still fail on

@@ -167,12 +167,12 @@ func (f *function[In, Out]) call(ctx context.Context, in In) (out Out, err error
 	userID, keyRef := FunctionRecordID(f.cfg.KeyPrefix, f.cfg.Name, scope, key)
 	ref, res, err := f.e.claim(ctx, obs, userID, keyRef, hash)
 	if err == nil && !res.Claimed && res.Record.Status == idemstore.StatusCompleted && res.Record.Response == nil &&
-		res.Record.RequestHash != hash && !f.mismatch(res.Record.RequestHash, hash) {
+		res.Record.Fingerprint != hash && !f.mismatch(res.Record.Fingerprint, hash) {
 		// A completed record of the same key made with or without a payload
 		// check where this call is the other way: a store need not return
 		// the response of a record whose fingerprint differs, so it is asked
 		// for it under the record's own.
-		ref, res, err = f.e.claim(ctx, obs, userID, keyRef, res.Record.RequestHash)
+		ref, res, err = f.e.claim(ctx, obs, userID, keyRef, res.Record.Fingerprint)
 	}
 	if err != nil {
 		obs.outcome = OutcomeStoreError
@@ -181,7 +181,7 @@ func (f *function[In, Out]) call(ctx context.Context, in In) (out Out, err error
 	if !res.Claimed {
 		rec := res.Record
 		switch {
-		case f.mismatch(rec.RequestHash, hash):
+		case f.mismatch(rec.Fingerprint, hash):
 			obs.outcome = OutcomeMismatch
 			return out, fmt.Errorf("%w: key %q", ErrKeyReused, key)
 		case rec.Status == idemstore.StatusInProgress:

@@ -39,7 +39,7 @@ func (e *engine) waitForResult(ctx context.Context, obs *observation, c idemstor
 	deadline, hasDeadline := ctx.Deadline()
 	margin := max(waitMargin, 2*obs.storeTime("claim"))
 	pause := firstWaitPause
-	for waiting(res, c.RequestHash) {
+	for waiting(res, c.Fingerprint) {
 		sleep := pause + rand.N(pause/5+1)
 		left := time.Until(until)
 		if hasDeadline {
@@ -77,5 +77,5 @@ func (e *engine) waitForResult(ctx context.Context, obs *observation, c idemstor
 // waiting reports whether res is a record in progress for the same request,
 // which a waiting duplicate polls again.
 func waiting(res idemstore.ClaimResult, requestHash string) bool {
-	return !res.Claimed && res.Record.Status == idemstore.StatusInProgress && res.Record.RequestHash == requestHash
+	return !res.Claimed && res.Record.Status == idemstore.StatusInProgress && res.Record.Fingerprint == requestHash
 }

@@ -138,7 +138,7 @@ func (d *decorator) serve(ctx context.Context, view Request, bodySize int, run f
 	if !res.Claimed {
 		rec := res.Record
 		switch {
-		case rec.RequestHash != hash:
+		case rec.Fingerprint != hash:
 			return refuse(OutcomeMismatch, problem.New(http.StatusUnprocessableEntity, CodeKeyReused,
 				"This Idempotency-Key was already used for a different request (method, path, query or body). Use a new key for a new request."))
 		case rec.Status == idemstore.StatusInProgress:
@@ -161,7 +161,7 @@ func (d *decorator) serve(ctx context.Context, view Request, bodySize int, run f
 		}
 	}
 
-	ctx = NewContext(ctx, Info{Key: key, UserID: userID, RequestHash: hash})
+	ctx = NewContext(ctx, Info{Key: key, UserID: userID, Fingerprint: hash})
 	state := &runState{e: d.e, ref: ref, stored: d.stored}
 	mismatch := false
 	err = d.e.execute(ctx, state, obs, func(ctx context.Context) (idemstore.Response, bool, error) {

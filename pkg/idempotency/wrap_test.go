@@ -139,7 +139,7 @@ func TestClaimCarriesLeaseExpiryAndOwner(t *testing.T) {
 	require.WithinDuration(t, now.Add(13*time.Second), c.LeaseUntil, time.Second)
 	require.False(t, c.LeaseUntil.After(now.Add(13*time.Second)))
 	require.Equal(t, now.Add(2*time.Hour), c.ExpiresAt)
-	require.Len(t, c.RequestHash, 64)
+	require.Len(t, c.Fingerprint, 64)
 
 	c = store.claims[1]
 	require.Len(t, c.Owner, 32)

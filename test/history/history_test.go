@@ -82,7 +82,7 @@ type leaseIgnoringStore struct{ idemstore.Store }
 
 func (s leaseIgnoringStore) Claim(ctx context.Context, c idemstore.Claim) (idemstore.ClaimResult, error) {
 	res, err := s.Store.Claim(ctx, c)
-	if err == nil && !res.Claimed && res.Record.Status == idemstore.StatusInProgress && res.Record.RequestHash == c.RequestHash {
+	if err == nil && !res.Claimed && res.Record.Status == idemstore.StatusInProgress && res.Record.Fingerprint == c.Fingerprint {
 		res.Claimed = true
 	}
 	return res, err

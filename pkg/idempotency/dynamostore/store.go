@@ -48,8 +48,8 @@ type AttributeNames struct {
 	Status string
 	// Owner is the owner token of the claim. Defaults to "owner".
 	Owner string
-	// RequestHash is the request's fingerprint. Defaults to "request_hash".
-	RequestHash string
+	// Fingerprint is the request's fingerprint. Defaults to "request_hash".
+	Fingerprint string
 	// CreatedAt is when the record was claimed, Unix microseconds. Defaults
 	// to "created_at".
 	CreatedAt string
@@ -74,7 +74,7 @@ var DefaultAttributeNames = AttributeNames{
 	PartitionKey: "id",
 	Status:       "status",
 	Owner:        "owner",
-	RequestHash:  "request_hash",
+	Fingerprint:  "request_hash",
 	CreatedAt:    "created_at",
 	LeaseUntil:   "lease_until",
 	ExpiresAt:    "expires_at",
@@ -192,7 +192,7 @@ func (n AttributeNames) withDefaults() AttributeNames {
 		SortKey:      n.SortKey,
 		Status:       pick(n.Status, d.Status),
 		Owner:        pick(n.Owner, d.Owner),
-		RequestHash:  pick(n.RequestHash, d.RequestHash),
+		Fingerprint:  pick(n.Fingerprint, d.Fingerprint),
 		CreatedAt:    pick(n.CreatedAt, d.CreatedAt),
 		LeaseUntil:   pick(n.LeaseUntil, d.LeaseUntil),
 		ExpiresAt:    pick(n.ExpiresAt, d.ExpiresAt),
@@ -205,7 +205,7 @@ func (n AttributeNames) validate() error {
 	seen := map[string]string{}
 	for _, f := range []struct{ field, name string }{
 		{"PartitionKey", n.PartitionKey}, {"SortKey", n.SortKey}, {"Status", n.Status}, {"Owner", n.Owner},
-		{"RequestHash", n.RequestHash}, {"CreatedAt", n.CreatedAt}, {"LeaseUntil", n.LeaseUntil},
+		{"Fingerprint", n.Fingerprint}, {"CreatedAt", n.CreatedAt}, {"LeaseUntil", n.LeaseUntil},
 		{"ExpiresAt", n.ExpiresAt}, {"TTL", n.TTL}, {"Response", n.Response},
 	} {
 		if f.name == "" {
@@ -367,7 +367,7 @@ func (s *Store) inProgressItem(c idemstore.Claim) map[string]types.AttributeValu
 	n := s.names
 	item[n.Status] = str(string(idemstore.StatusInProgress))
 	item[n.Owner] = str(c.Owner)
-	item[n.RequestHash] = str(c.RequestHash)
+	item[n.Fingerprint] = str(c.Fingerprint)
 	item[n.CreatedAt] = num(micros(c.Now))
 	item[n.LeaseUntil] = num(micros(c.LeaseUntil))
 	item[n.ExpiresAt] = num(micros(c.ExpiresAt))
@@ -416,7 +416,7 @@ func (s *Store) decodeItem(userID, key string, item map[string]types.AttributeVa
 	if rec.Owner, err = stringOf(item, n.Owner); err != nil {
 		return rec, err
 	}
-	if rec.RequestHash, err = stringOf(item, n.RequestHash); err != nil {
+	if rec.Fingerprint, err = stringOf(item, n.Fingerprint); err != nil {
 		return rec, err
 	}
 	if rec.CreatedAt, err = timeOf(item, n.CreatedAt); err != nil {
@@ -499,7 +499,7 @@ func (s *Store) completedSize(ref idemstore.Ref, resp types.AttributeValue) int 
 	item := s.Key(ref.UserID, ref.Key)
 	item[n.Status] = str(string(idemstore.StatusCompleted))
 	item[n.Owner] = str(ref.Owner)
-	item[n.RequestHash] = str(strings.Repeat("0", requestHashAllowance))
+	item[n.Fingerprint] = str(strings.Repeat("0", requestHashAllowance))
 	item[n.CreatedAt] = num(1 << 62)
 	item[n.ExpiresAt] = num(1 << 62)
 	item[n.TTL] = num(1 << 40)

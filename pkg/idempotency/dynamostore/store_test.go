@@ -126,7 +126,7 @@ func newRef() idemstore.Ref {
 }
 
 func claimAt(r idemstore.Ref, now time.Time, lease, ttl time.Duration) idemstore.Claim {
-	return idemstore.Claim{Ref: r, RequestHash: "h", Now: now, LeaseUntil: now.Add(lease), ExpiresAt: now.Add(ttl)}
+	return idemstore.Claim{Ref: r, Fingerprint: "h", Now: now, LeaseUntil: now.Add(lease), ExpiresAt: now.Add(ttl)}
 }
 
 func completionAt(r idemstore.Ref, now time.Time, resp idemstore.Response, ttl time.Duration) idemstore.Completion {
@@ -158,7 +158,7 @@ func TestConformanceOwnLayout(t *testing.T) {
 }
 
 var ownNames = dynamostore.AttributeNames{
-	PartitionKey: "pk", SortKey: "sk", Status: "s", Owner: "o", RequestHash: "h",
+	PartitionKey: "pk", SortKey: "sk", Status: "s", Owner: "o", Fingerprint: "h",
 	CreatedAt: "c", LeaseUntil: "l", ExpiresAt: "e", TTL: "ttl", Response: "r",
 }
 
@@ -212,7 +212,7 @@ func TestItemLayout(t *testing.T) {
 			want := tc.key(ref)
 			want[n.Status] = strAttr("in_progress")
 			want[n.Owner] = strAttr(ref.Owner)
-			want[n.RequestHash] = strAttr("h")
+			want[n.Fingerprint] = strAttr("h")
 			want[n.CreatedAt] = numAttr(now.UnixMicro()) // truncated to the microsecond
 			want[n.LeaseUntil] = numAttr(now.Add(time.Minute).UnixMicro())
 			want[n.ExpiresAt] = numAttr(now.Add(time.Hour).UnixMicro())
@@ -268,11 +268,11 @@ func TestExpiredItemIsAbsent(t *testing.T) {
 	require.NotNil(t, getItem(t, client, st, c.Ref), "the expired item is still in the table")
 
 	again := claimAt(idemstore.Ref{UserID: c.UserID, Key: c.Key, Owner: uuid.NewString()}, time.Now(), time.Minute, time.Hour)
-	again.RequestHash = "other"
+	again.Fingerprint = "other"
 	res, err := st.Claim(ctx, again)
 	require.NoError(t, err)
 	require.True(t, res.Claimed, "an expired record is absent: the key is claimed afresh")
-	require.Equal(t, "other", res.Record.RequestHash)
+	require.Equal(t, "other", res.Record.Fingerprint)
 }
 
 // TestRequestsPerCall counts what goes over the wire: a first request is

@@ -33,8 +33,8 @@
 //
 // Lost replies. A claim can commit and its reply be lost; the engine then
 // repeats it with the same owner token. A claim by the same owner of its own
-// in-progress record for the same RequestHash therefore succeeds again; for
-// another RequestHash it does not (owner tokens need not be unique). A
+// in-progress record for the same Fingerprint therefore succeeds again; for
+// another Fingerprint it does not (owner tokens need not be unique). A
 // repeated Renew succeeds again too. Claim.Inserted and Claim.Found build
 // the claim's two answers.
 //

@@ -15,13 +15,13 @@ type Store interface {
 	// now, or which is in progress with a lease at or before now, counts as
 	// absent and is taken over (replaced as if inserted), now being the
 	// earlier of c.Now and the server's clock. A claim repeated by the same
-	// owner on its own in-progress record for the same RequestHash succeeds
-	// (a lost reply); for another RequestHash it does not (owner tokens need
+	// owner on its own in-progress record for the same Fingerprint succeeds
+	// (a lost reply); for another Fingerprint it does not (owner tokens need
 	// not be unique).
 	//
 	// The returned ClaimResult has Claimed true when c.Owner now holds the
 	// record; otherwise Record is the existing record: its Status, its
-	// RequestHash (compared by the caller) and, when completed, its Response.
+	// Fingerprint (compared by the caller) and, when completed, its Response.
 	// A Store may leave a non-claimed Record's Owner and times zero.
 	//
 	// Errors: *Error on any failure.
@@ -98,8 +98,9 @@ type Ref struct {
 // Claim is the input of Store.Claim.
 type Claim struct {
 	Ref
-	// RequestHash is the request's fingerprint (hex SHA-256).
-	RequestHash string
+	// Fingerprint is the request's fingerprint (hex SHA-256): what a repeat
+	// of the same request must carry again.
+	Fingerprint string
 	// Now is the caller's current time; every expiry comparison uses it.
 	Now time.Time
 	// LeaseUntil is when the claim stops protecting the record if it is not
@@ -119,7 +120,7 @@ func (c Claim) Inserted() ClaimResult {
 		UserID:      c.UserID,
 		Key:         c.Key,
 		Owner:       c.Owner,
-		RequestHash: c.RequestHash,
+		Fingerprint: c.Fingerprint,
 		Status:      StatusInProgress,
 		CreatedAt:   time.UnixMicro(c.Now.UnixMicro()).UTC(),
 		LeaseUntil:  time.UnixMicro(c.LeaseUntil.UnixMicro()).UTC(),
@@ -131,7 +132,7 @@ func (c Claim) Inserted() ClaimResult {
 // in-progress claim of the same request again (a lost reply) counts as
 // claimed; any other record is returned as it is, not claimed.
 func (c Claim) Found(rec Record) ClaimResult {
-	if rec.Status == StatusInProgress && rec.Owner == c.Owner && rec.RequestHash == c.RequestHash {
+	if rec.Status == StatusInProgress && rec.Owner == c.Owner && rec.Fingerprint == c.Fingerprint {
 		return ClaimResult{Claimed: true, Record: rec}
 	}
 	return ClaimResult{Record: rec}
@@ -181,7 +182,7 @@ type Record struct {
 	UserID      string
 	Key         string
 	Owner       string
-	RequestHash string
+	Fingerprint string
 	Status      Status
 	// Response is set when Status is StatusCompleted.
 	Response  *Response

@@ -89,7 +89,7 @@ func (s *Store) query(ctx context.Context, op, sql string, args ...any) ([]idems
 			envelope *string
 			lease    *time.Time
 		)
-		if err := rows.Scan(&rec.UserID, &rec.Key, &rec.Owner, &rec.RequestHash, &status, &envelope, &rec.CreatedAt, &lease, &rec.ExpiresAt); err != nil {
+		if err := rows.Scan(&rec.UserID, &rec.Key, &rec.Owner, &rec.Fingerprint, &status, &envelope, &rec.CreatedAt, &lease, &rec.ExpiresAt); err != nil {
 			return nil, storeError(ctx, op, err)
 		}
 		rec.Status = idemstore.Status(status)

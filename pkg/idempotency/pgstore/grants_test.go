@@ -50,14 +50,14 @@ func TestGrantsForACustomSchema(t *testing.T) {
 
 	now := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
 	ref := idemstore.Ref{UserID: uuid.NewString(), Key: uuid.NewString(), Owner: "o"}
-	_, err = store.Claim(ctx, idemstore.Claim{Ref: ref, RequestHash: "h", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)})
+	_, err = store.Claim(ctx, idemstore.Claim{Ref: ref, Fingerprint: "h", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)})
 	require.True(t, idemstore.IsPermanent(err), "without the grants: a permanent refusal, got %v", err)
 
 	for i, stmt := range pgstore.Grants(schema, role) {
 		_, err := db.Pool.Exec(ctx, stmt)
 		require.NoError(t, err, stmt)
 		if i < 2 {
-			_, err = store.Claim(ctx, idemstore.Claim{Ref: ref, RequestHash: "h", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)})
+			_, err = store.Claim(ctx, idemstore.Claim{Ref: ref, Fingerprint: "h", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)})
 			require.Error(t, err, "every statement is needed: refused after %d of 3", i+1)
 		}
 	}

@@ -51,7 +51,7 @@ func TestMigrateIntoChosenSchema(t *testing.T) {
 	st := pgstore.New(db.Pool, &pgstore.Options{Schema: schema})
 	now := time.Now()
 	ref := idemstore.Ref{UserID: uuid.NewString(), Key: uuid.NewString(), Owner: "o"}
-	claim := idemstore.Claim{Ref: ref, RequestHash: "h", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)}
+	claim := idemstore.Claim{Ref: ref, Fingerprint: "h", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)}
 	got, err := st.Claim(ctx, claim)
 	require.NoError(t, err)
 	require.True(t, got.Claimed)
@@ -118,7 +118,7 @@ func TestMigrateTakesOverEarlierLayout(t *testing.T) {
 	require.Equal(t, []string{"0003_hot_path_functions.sql", "0004_lean_claim.sql", "0005_no_check_constraints.sql", "0006_lease_renewal.sql"}, res.Applied)
 	now := time.Now()
 	got, err := pgstore.New(db.Pool, nil).Claim(ctx, idemstore.Claim{Ref: idemstore.Ref{UserID: user, Key: key, Owner: "x"},
-		RequestHash: "h", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)})
+		Fingerprint: "h", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)})
 	require.NoError(t, err)
 	require.False(t, got.Claimed)
 	require.Equal(t, "kept", got.Record.Response.Body)
@@ -137,7 +137,7 @@ func TestStoreReadsClaimsOfEarlierFunction(t *testing.T) {
 	require.NoError(t, err)
 	store := pgstore.New(db.Pool, nil)
 	user, key, now := uuid.NewString(), uuid.NewString(), time.Now()
-	c := idemstore.Claim{Ref: idemstore.Ref{UserID: user, Key: key, Owner: "first"}, RequestHash: "h",
+	c := idemstore.Claim{Ref: idemstore.Ref{UserID: user, Key: key, Owner: "first"}, Fingerprint: "h",
 		Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)}
 	got, err := store.Claim(ctx, c)
 	require.NoError(t, err)
@@ -203,7 +203,7 @@ func TestNoSequentialScanAfterEmptyAnalyze(t *testing.T) {
 	user := uuid.NewString()
 	now := time.Now()
 	claim := func(key, owner string) idemstore.Claim {
-		return idemstore.Claim{Ref: idemstore.Ref{UserID: user, Key: key, Owner: owner}, RequestHash: "h",
+		return idemstore.Claim{Ref: idemstore.Ref{UserID: user, Key: key, Owner: owner}, Fingerprint: "h",
 			Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)}
 	}
 	// Every statement of the functions runs on the empty table (no page
@@ -253,7 +253,7 @@ func TestNoSequentialScanAfterEmptyAnalyze(t *testing.T) {
 		return plan[0].Plan.Hit + plan[0].Plan.Read
 	}
 	args := func(c idemstore.Claim) []any {
-		return []any{c.UserID, c.Key, c.RequestHash, c.Owner, c.Now, c.LeaseUntil, c.ExpiresAt}
+		return []any{c.UserID, c.Key, c.Fingerprint, c.Owner, c.Now, c.LeaseUntil, c.ExpiresAt}
 	}
 	const claimSQL = `SELECT * FROM idempotency_key_claim($1::uuid, $2::text, $3::text, $4::text, $5::timestamptz, $6::timestamptz, $7::timestamptz)`
 

@@ -30,7 +30,7 @@ func TestServerGone(t *testing.T) {
 	st := pgstore.New(pool, nil)
 	now := time.Now()
 	ref := idemstore.Ref{UserID: uuid.NewString(), Key: uuid.NewString(), Owner: "o"}
-	claim := idemstore.Claim{Ref: ref, RequestHash: "h", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)}
+	claim := idemstore.Claim{Ref: ref, Fingerprint: "h", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)}
 	res, err := st.Claim(ctx, claim)
 	require.NoError(t, err)
 	require.True(t, res.Claimed)
@@ -65,7 +65,7 @@ func TestPurgeOfStoreRecords(t *testing.T) {
 	write := func(expiresAt time.Time, complete bool) idemstore.Ref {
 		ref := idemstore.Ref{UserID: user, Key: uuid.NewString(), Owner: "o"}
 		created := expiresAt.Add(-24 * time.Hour)
-		res, err := st.Claim(ctx, idemstore.Claim{Ref: ref, RequestHash: "h", Now: created, LeaseUntil: created.Add(time.Minute), ExpiresAt: expiresAt})
+		res, err := st.Claim(ctx, idemstore.Claim{Ref: ref, Fingerprint: "h", Now: created, LeaseUntil: created.Add(time.Minute), ExpiresAt: expiresAt})
 		require.NoError(t, err)
 		require.True(t, res.Claimed)
 		if complete {
@@ -115,10 +115,10 @@ func TestPurgeOfStoreRecords(t *testing.T) {
 	require.Equal(t, 5, count(live), "live records are never purged")
 
 	// The purged keys are free again; the live ones still replay or stay in progress.
-	res, err := st.Claim(ctx, idemstore.Claim{Ref: idemstore.Ref{UserID: user, Key: expired[0].Key, Owner: "new"}, RequestHash: "h2", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)})
+	res, err := st.Claim(ctx, idemstore.Claim{Ref: idemstore.Ref{UserID: user, Key: expired[0].Key, Owner: "new"}, Fingerprint: "h2", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)})
 	require.NoError(t, err)
 	require.True(t, res.Claimed)
-	res, err = st.Claim(ctx, idemstore.Claim{Ref: idemstore.Ref{UserID: user, Key: live[0].Key, Owner: "new"}, RequestHash: "h2", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)})
+	res, err = st.Claim(ctx, idemstore.Claim{Ref: idemstore.Ref{UserID: user, Key: live[0].Key, Owner: "new"}, Fingerprint: "h2", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)})
 	require.NoError(t, err)
 	require.False(t, res.Claimed)
 	require.Equal(t, idemstore.StatusCompleted, res.Record.Status)

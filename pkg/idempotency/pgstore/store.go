@@ -126,16 +126,16 @@ func newStatements(qualify func(string) string) statements {
 }
 
 // Claim implements idemstore.Store. When the record is not claimed, the
-// returned Record holds Status and RequestHash, and the Response of a
+// returned Record holds Status and Fingerprint, and the Response of a
 // completed record of the same request (the replay); its Owner and times are
 // left zero, as the decorator does not need them.
 func (s *Store) Claim(ctx context.Context, c idemstore.Claim) (idemstore.ClaimResult, error) {
 	var answer string
-	err := s.db.QueryRow(ctx, s.sql.claim, c.UserID, c.Key, c.RequestHash, c.Owner, c.Now, c.LeaseUntil, c.ExpiresAt).Scan(&answer)
+	err := s.db.QueryRow(ctx, s.sql.claim, c.UserID, c.Key, c.Fingerprint, c.Owner, c.Now, c.LeaseUntil, c.ExpiresAt).Scan(&answer)
 	if err != nil {
 		return idemstore.ClaimResult{}, storeError(ctx, "claim", err)
 	}
-	rec := idemstore.Record{UserID: c.UserID, Key: c.Key, RequestHash: c.RequestHash, Status: idemstore.StatusInProgress}
+	rec := idemstore.Record{UserID: c.UserID, Key: c.Key, Fingerprint: c.Fingerprint, Status: idemstore.StatusInProgress}
 	// The answer's first character says what the function found; see
 	// migrations/0004_lean_claim.sql.
 	switch {
@@ -158,7 +158,7 @@ func (s *Store) Claim(ctx context.Context, c idemstore.Claim) (idemstore.ClaimRe
 		if answer[1] == 'c' {
 			rec.Status = idemstore.StatusCompleted
 		}
-		rec.RequestHash = answer[2:]
+		rec.Fingerprint = answer[2:]
 	default:
 		return idemstore.ClaimResult{}, &idemstore.Error{Op: "claim", Permanent: true,
 			Err: fmt.Errorf("the claim function returned %.20q, which this version does not know", answer)}

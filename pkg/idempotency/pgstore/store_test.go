@@ -124,7 +124,7 @@ func TestRoundTrips(t *testing.T) {
 	ctx := context.Background()
 	now := time.Now().Truncate(time.Millisecond)
 	ref := idemstore.Ref{UserID: uuid.NewString(), Key: uuid.NewString(), Owner: "first"}
-	claim := idemstore.Claim{Ref: ref, RequestHash: "h", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)}
+	claim := idemstore.Claim{Ref: ref, Fingerprint: "h", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)}
 
 	res, err := st.Claim(ctx, claim)
 	require.NoError(t, err)
@@ -163,7 +163,7 @@ func TestEnvelopeKeepsBodyAsString(t *testing.T) {
 		{body: "bad \xff utf8", encoding: "base64"},
 	} {
 		ref := idemstore.Ref{UserID: uuid.NewString(), Key: uuid.NewString(), Owner: "o"}
-		_, err := st.Claim(ctx, idemstore.Claim{Ref: ref, RequestHash: "h", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)})
+		_, err := st.Claim(ctx, idemstore.Claim{Ref: ref, Fingerprint: "h", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)})
 		require.NoError(t, err)
 		require.NoError(t, st.Complete(ctx, idemstore.Completion{Ref: ref, Now: now, ExpiresAt: now.Add(time.Hour),
 			Response: idemstore.Response{StatusCode: 200, Headers: map[string]string{"Content-Type": "text/plain"}, Body: tc.body}}))
@@ -200,7 +200,7 @@ func TestTakeoverOfExpiredRows(t *testing.T) {
 
 	for key, wantClaimed := range map[string]bool{completedKey: true, abandonedKey: true, liveKey: false} {
 		ref := idemstore.Ref{UserID: user, Key: key, Owner: "new-owner"}
-		res, err := st.Claim(ctx, idemstore.Claim{Ref: ref, RequestHash: "new", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)})
+		res, err := st.Claim(ctx, idemstore.Claim{Ref: ref, Fingerprint: "new", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)})
 		require.NoError(t, err)
 		require.Equal(t, wantClaimed, res.Claimed, key)
 
@@ -249,7 +249,7 @@ func TestSchemaOption(t *testing.T) {
 	st := pgstore.New(db.Pool, &pgstore.Options{Schema: other})
 	now := time.Now()
 	ref := idemstore.Ref{UserID: uuid.NewString(), Key: uuid.NewString(), Owner: "o"}
-	res, err := st.Claim(ctx, idemstore.Claim{Ref: ref, RequestHash: "h", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)})
+	res, err := st.Claim(ctx, idemstore.Claim{Ref: ref, Fingerprint: "h", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)})
 	require.NoError(t, err)
 	require.True(t, res.Claimed)
 	require.NoError(t, st.Complete(ctx, idemstore.Completion{Ref: ref, Response: idemstore.Response{StatusCode: 201, Body: "{}"}, Now: now, ExpiresAt: now.Add(time.Hour)}))
@@ -258,7 +258,7 @@ func TestSchemaOption(t *testing.T) {
 	require.Equal(t, 10, n, "the record is in the configured schema only")
 
 	missing := pgstore.New(db.Pool, &pgstore.Options{Schema: "no_such_schema"})
-	_, err = missing.Claim(ctx, idemstore.Claim{Ref: ref, RequestHash: "h", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)})
+	_, err = missing.Claim(ctx, idemstore.Claim{Ref: ref, Fingerprint: "h", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)})
 	var se *idemstore.Error
 	require.ErrorAs(t, err, &se)
 	require.Contains(t, err.Error(), "pgstore.Migrate")

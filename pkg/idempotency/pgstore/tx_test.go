@@ -31,7 +31,7 @@ func TestCompleteInTx(t *testing.T) {
 
 	claim := func(owner string) idemstore.Claim {
 		c := idemstore.Claim{Ref: idemstore.Ref{UserID: uuid.NewString(), Key: uuid.NewString(), Owner: owner},
-			RequestHash: "h", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)}
+			Fingerprint: "h", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)}
 		res, err := st.Claim(ctx, c)
 		require.NoError(t, err)
 		require.True(t, res.Claimed)
@@ -54,7 +54,7 @@ func TestCompleteInTx(t *testing.T) {
 	}
 	state := func(c idemstore.Claim) (idemstore.Record, bool) {
 		res, err := st.Claim(ctx, idemstore.Claim{Ref: idemstore.Ref{UserID: c.UserID, Key: c.Key, Owner: "observer"},
-			RequestHash: "h", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)})
+			Fingerprint: "h", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)})
 		require.NoError(t, err)
 		require.False(t, res.Claimed)
 		var n int

@@ -43,7 +43,7 @@ func (s *Store) get(ctx context.Context, redisKey, userID, key string) (idemstor
 // detach copies the strings of a decoded record out of the reply's memory,
 // since a listed record outlives the reply.
 func detach(rec idemstore.Record) idemstore.Record {
-	rec.Owner, rec.RequestHash = strings.Clone(rec.Owner), strings.Clone(rec.RequestHash)
+	rec.Owner, rec.Fingerprint = strings.Clone(rec.Owner), strings.Clone(rec.Fingerprint)
 	if rec.Response != nil {
 		resp := *rec.Response
 		resp.Body = strings.Clone(resp.Body)

@@ -32,7 +32,7 @@ var benchResponse = idemstore.Response{
 var benchHash = strings.Repeat("ab", 32)
 
 func benchClaim(ref idemstore.Ref, now time.Time) idemstore.Claim {
-	return idemstore.Claim{Ref: ref, RequestHash: benchHash, Now: now, LeaseUntil: now.Add(12 * time.Second), ExpiresAt: now.Add(24 * time.Hour)}
+	return idemstore.Claim{Ref: ref, Fingerprint: benchHash, Now: now, LeaseUntil: now.Add(12 * time.Second), ExpiresAt: now.Add(24 * time.Hour)}
 }
 
 // serverTime resets the server's command statistics; the function it

@@ -53,7 +53,7 @@ func TestNativeCompletionAfterRenewals(t *testing.T) {
 	st, hook, other := valkeyHooked(t)
 	ctx := context.Background()
 	now := time.Now()
-	c := idemstore.Claim{Ref: newRef(), RequestHash: "h", Now: now, LeaseUntil: now.Add(10 * time.Second), ExpiresAt: now.Add(time.Minute)}
+	c := idemstore.Claim{Ref: newRef(), Fingerprint: "h", Now: now, LeaseUntil: now.Add(10 * time.Second), ExpiresAt: now.Add(time.Minute)}
 	res, err := st.Claim(ctx, c)
 	require.NoError(t, err)
 	require.True(t, res.Claimed)
@@ -72,7 +72,7 @@ func TestNativeCompletionAfterRenewals(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, idemstore.StatusCompleted, rec.Status)
 	require.Equal(t, c.Owner, rec.Owner)
-	require.Equal(t, "h", rec.RequestHash)
+	require.Equal(t, "h", rec.Fingerprint)
 	require.True(t, now.Truncate(time.Microsecond).Equal(rec.CreatedAt))
 	require.True(t, done.ExpiresAt.Truncate(time.Microsecond).Equal(rec.ExpiresAt))
 	require.Equal(t, done.Response, *rec.Response)

@@ -70,5 +70,5 @@ func TestPendingRunsRenewed(t *testing.T) {
 }
 
 func recordInProgress(created, lease, expires time.Time) idemstore.Record {
-	return idemstore.Record{Owner: "o", RequestHash: "h", Status: idemstore.StatusInProgress, CreatedAt: created, LeaseUntil: lease, ExpiresAt: expires}
+	return idemstore.Record{Owner: "o", Fingerprint: "h", Status: idemstore.StatusInProgress, CreatedAt: created, LeaseUntil: lease, ExpiresAt: expires}
 }

@@ -46,7 +46,7 @@ var errNotRecord = errors.New("not an idempotency record")
 // encodeClaim returns the in-progress record of c.
 func encodeClaim(c idemstore.Claim) ([]byte, error) {
 	return encodeRecord(idemstore.Record{
-		Owner: c.Owner, RequestHash: c.RequestHash, Status: idemstore.StatusInProgress,
+		Owner: c.Owner, Fingerprint: c.Fingerprint, Status: idemstore.StatusInProgress,
 		CreatedAt: c.Now, LeaseUntil: c.LeaseUntil, ExpiresAt: c.ExpiresAt,
 	})
 }
@@ -78,7 +78,7 @@ func encodeRecord(rec idemstore.Record) ([]byte, error) {
 	default:
 		return nil, fmt.Errorf("unknown record status %q", rec.Status)
 	}
-	if err := checkLen16("request hash", rec.RequestHash); err != nil {
+	if err := checkLen16("request hash", rec.Fingerprint); err != nil {
 		return nil, err
 	}
 	if err := checkLen16("owner token", rec.Owner); err != nil {
@@ -87,13 +87,13 @@ func encodeRecord(rec idemstore.Record) ([]byte, error) {
 	if err := checkCode(code); err != nil {
 		return nil, err
 	}
-	b := make([]byte, fixedLen, minRecordLen+len(rec.RequestHash)+len(rec.Owner)+headersLen(headers)+len(body))
+	b := make([]byte, fixedLen, minRecordLen+len(rec.Fingerprint)+len(rec.Owner)+headersLen(headers)+len(body))
 	b[offVersion], b[offStatus], b[offFlags] = recordVersion, status, flags
 	binary.BigEndian.PutUint64(b[offCreated:], uint64(rec.CreatedAt.UnixMicro()))
 	binary.BigEndian.PutUint64(b[offLease:], uint64(lease))
 	binary.BigEndian.PutUint64(b[offExpires:], uint64(rec.ExpiresAt.UnixMicro()))
 	binary.BigEndian.PutUint32(b[offCode:], uint32(int32(code)))
-	b = appendString16(b, rec.RequestHash)
+	b = appendString16(b, rec.Fingerprint)
 	b = appendString16(b, rec.Owner)
 	b, err := appendHeaders(b, headers)
 	if err != nil {
@@ -187,7 +187,7 @@ func decodeRecord(userID, key, v string) (idemstore.Record, error) {
 	}
 	pos := fixedLen
 	var ok bool
-	if rec.RequestHash, pos, ok = string16(v, pos); !ok {
+	if rec.Fingerprint, pos, ok = string16(v, pos); !ok {
 		return idemstore.Record{}, notRecord(v, "truncated request hash")
 	}
 	if rec.Owner, pos, ok = string16(v, pos); !ok {

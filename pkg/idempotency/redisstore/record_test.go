@@ -26,16 +26,16 @@ func allBytes() string {
 func sampleRecords() map[string]idemstore.Record {
 	at := time.Date(2100, 1, 2, 3, 4, 5, 678901000, time.UTC)
 	completed := func(resp idemstore.Response) idemstore.Record {
-		return idemstore.Record{Owner: "owner", RequestHash: strings.Repeat("ab", 32), Status: idemstore.StatusCompleted,
+		return idemstore.Record{Owner: "owner", Fingerprint: strings.Repeat("ab", 32), Status: idemstore.StatusCompleted,
 			CreatedAt: at, ExpiresAt: at.Add(24 * time.Hour), Response: &resp}
 	}
 	return map[string]idemstore.Record{
-		"in progress": {Owner: "owner", RequestHash: strings.Repeat("ab", 32), Status: idemstore.StatusInProgress,
+		"in progress": {Owner: "owner", Fingerprint: strings.Repeat("ab", 32), Status: idemstore.StatusInProgress,
 			CreatedAt: at, LeaseUntil: at.Add(12 * time.Second), ExpiresAt: at.Add(24 * time.Hour)},
-		"in progress, odd owner and hash": {Owner: allBytes() + strings.Repeat("o", 300), RequestHash: "\x00\xff",
+		"in progress, odd owner and hash": {Owner: allBytes() + strings.Repeat("o", 300), Fingerprint: "\x00\xff",
 			Status: idemstore.StatusInProgress, CreatedAt: at, LeaseUntil: at, ExpiresAt: at},
 		"in progress, empty owner and hash": {Status: idemstore.StatusInProgress, CreatedAt: at, LeaseUntil: at, ExpiresAt: at},
-		"times before 1970": {Owner: "o", RequestHash: "h", Status: idemstore.StatusInProgress,
+		"times before 1970": {Owner: "o", Fingerprint: "h", Status: idemstore.StatusInProgress,
 			CreatedAt: time.Date(1960, 1, 1, 0, 0, 0, 1000, time.UTC), LeaseUntil: time.UnixMicro(-1).UTC(), ExpiresAt: time.UnixMicro(0).UTC()},
 		"every byte value in the body": completed(idemstore.Response{StatusCode: 200, Body: allBytes() + allBytes()}),
 		"empty body":                   completed(idemstore.Response{StatusCode: 204}),
@@ -110,7 +110,7 @@ func TestRecordRejects(t *testing.T) {
 
 	for name, bad := range map[string]idemstore.Record{
 		"owner too long":    {Owner: strings.Repeat("o", math.MaxUint16+1), Status: idemstore.StatusInProgress},
-		"hash too long":     {RequestHash: strings.Repeat("h", math.MaxUint16+1), Status: idemstore.StatusInProgress},
+		"hash too long":     {Fingerprint: strings.Repeat("h", math.MaxUint16+1), Status: idemstore.StatusInProgress},
 		"no status":         {},
 		"no response":       {Status: idemstore.StatusCompleted},
 		"code out of range": {Status: idemstore.StatusCompleted, Response: &idemstore.Response{StatusCode: math.MaxInt32 + 1}},
@@ -184,7 +184,7 @@ func completesInFormat(t *testing.T, client *redis.Client, native bool) {
 			if rec.Response != nil && len(rec.Response.Headers) > 1 {
 				t.Skip("the order of several headers is not fixed")
 			}
-			c := idemstore.Claim{Ref: idemstore.Ref{UserID: "u", Key: name, Owner: rec.Owner}, RequestHash: rec.RequestHash,
+			c := idemstore.Claim{Ref: idemstore.Ref{UserID: "u", Key: name, Owner: rec.Owner}, Fingerprint: rec.Fingerprint,
 				Now: rec.CreatedAt, LeaseUntil: rec.CreatedAt.Add(time.Minute), ExpiresAt: rec.CreatedAt.Add(time.Hour)}
 			res, err := st.Claim(ctx, c)
 			require.NoError(t, err)

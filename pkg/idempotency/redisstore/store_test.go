@@ -139,7 +139,7 @@ func newRef() idemstore.Ref {
 }
 
 func claimAt(r idemstore.Ref, now time.Time, lease, ttl time.Duration) idemstore.Claim {
-	return idemstore.Claim{Ref: r, RequestHash: "h", Now: now, LeaseUntil: now.Add(lease), ExpiresAt: now.Add(ttl)}
+	return idemstore.Claim{Ref: r, Fingerprint: "h", Now: now, LeaseUntil: now.Add(lease), ExpiresAt: now.Add(ttl)}
 }
 
 // requireStoreError checks that err is a *idemstore.Error of op.

@@ -97,7 +97,7 @@ func (e *env) claimReportsExpiry() bool {
 	now := e.clock.Now()
 	res, err := e.store.inner.Claim(context.Background(), idemstore.Claim{
 		Ref:         idemstore.Ref{UserID: idempotency.SubjectUUID(e.user), Key: idempotency.RecordKey("", idempotency.KeyUUIDv4, e.key), Owner: uuid.NewString()},
-		RequestHash: "another request",
+		Fingerprint: "another request",
 		Now:         now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour),
 	})
 	require.NoError(e.t, err)

@@ -50,7 +50,7 @@ func (s suite) adminGet(t *testing.T, st idemstore.Store, a idemstore.Admin) {
 	require.Equal(t, ref.UserID, rec.UserID)
 	require.Equal(t, ref.Key, rec.Key)
 	require.Equal(t, ref.Owner, rec.Owner)
-	require.Equal(t, c.RequestHash, rec.RequestHash)
+	require.Equal(t, c.Fingerprint, rec.Fingerprint)
 	require.Equal(t, idemstore.StatusInProgress, rec.Status)
 	require.Nil(t, rec.Response)
 	requireTime(t, c.Now, rec.CreatedAt, "CreatedAt")

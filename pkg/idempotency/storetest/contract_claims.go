@@ -93,7 +93,7 @@ func hash(s string) string { return fmt.Sprintf("%064x", []byte(s)) }
 
 // claimAt is the claim an invocation starting at now makes.
 func claimAt(r idemstore.Ref, requestHash string, now time.Time) idemstore.Claim {
-	return idemstore.Claim{Ref: r, RequestHash: requestHash, Now: now, LeaseUntil: now.Add(lease), ExpiresAt: now.Add(ttl)}
+	return idemstore.Claim{Ref: r, Fingerprint: requestHash, Now: now, LeaseUntil: now.Add(lease), ExpiresAt: now.Add(ttl)}
 }
 
 func completionAt(r idemstore.Ref, resp idemstore.Response, now time.Time) idemstore.Completion {
@@ -126,7 +126,7 @@ func requireOwnedInProgress(t *testing.T, c idemstore.Claim, res idemstore.Claim
 	require.Equal(t, c.UserID, rec.UserID)
 	require.Equal(t, c.Key, rec.Key)
 	require.Equal(t, c.Owner, rec.Owner)
-	require.Equal(t, c.RequestHash, rec.RequestHash)
+	require.Equal(t, c.Fingerprint, rec.Fingerprint)
 	require.Equal(t, idemstore.StatusInProgress, rec.Status)
 	require.Nil(t, rec.Response, "an in-progress record has no response")
 	requireTime(t, c.Now, rec.CreatedAt, "CreatedAt")
@@ -170,7 +170,7 @@ func (s suite) conflictReturnsExistingRecord(t *testing.T) {
 		res := mustClaim(t, st, second)
 		require.False(t, res.Claimed, name)
 		requireOwner(t, first.Owner, res.Record)
-		require.Equal(t, first.RequestHash, res.Record.RequestHash, "%s: the caller compares the stored fingerprint", name)
+		require.Equal(t, first.Fingerprint, res.Record.Fingerprint, "%s: the caller compares the stored fingerprint", name)
 		require.Equal(t, idemstore.StatusInProgress, res.Record.Status, name)
 		requireTimeIfSet(t, first.LeaseUntil, res.Record.LeaseUntil, name+": LeaseUntil untouched")
 		requireTimeIfSet(t, first.ExpiresAt, res.Record.ExpiresAt, name+": ExpiresAt untouched")
@@ -223,7 +223,7 @@ func (s suite) repeatedClaimOtherRequest(t *testing.T) {
 	other := claimAt(c.Ref, hash("other"), base.Add(time.Second))
 	res := mustClaim(t, st, other)
 	require.False(t, res.Claimed, "the same owner with another request must not hold the record")
-	require.Equal(t, c.RequestHash, res.Record.RequestHash, "the stored fingerprint, which the caller compares")
+	require.Equal(t, c.Fingerprint, res.Record.Fingerprint, "the stored fingerprint, which the caller compares")
 	require.Equal(t, idemstore.StatusInProgress, res.Record.Status)
 
 	// The record is as the first claim left it: the same request still
@@ -233,7 +233,7 @@ func (s suite) repeatedClaimOtherRequest(t *testing.T) {
 	require.NoError(t, st.Complete(context.Background(), completionAt(c.Ref, jsonResponse, base.Add(3*time.Second))))
 	res = mustClaim(t, st, claimAt(c.Ref, hash("other"), base.Add(4*time.Second)))
 	require.False(t, res.Claimed)
-	require.Equal(t, c.RequestHash, res.Record.RequestHash)
+	require.Equal(t, c.Fingerprint, res.Record.Fingerprint)
 	require.Equal(t, idemstore.StatusCompleted, res.Record.Status)
 }
 
@@ -320,7 +320,7 @@ func (s suite) completedRecordReplays(t *testing.T) {
 				require.False(t, res.Claimed)
 				require.Equal(t, idemstore.StatusCompleted, res.Record.Status)
 				requireOwner(t, c.Owner, res.Record)
-				require.Equal(t, c.RequestHash, res.Record.RequestHash)
+				require.Equal(t, c.Fingerprint, res.Record.Fingerprint)
 				requireTimeIfSet(t, done.ExpiresAt, res.Record.ExpiresAt, "ExpiresAt is the completion's")
 				require.True(t, res.Record.LeaseUntil.IsZero(), "a completed record has no lease")
 				requireResponse(t, resp, res.Record.Response)
@@ -543,7 +543,7 @@ func requireOneWinner(t *testing.T, st idemstore.Store, claims []idemstore.Claim
 		if res.Record.Owner != "" {
 			require.Equal(t, claims[winner].Owner, res.Record.Owner, "claim %d saw another record", i)
 		}
-		require.Equal(t, claims[winner].RequestHash, res.Record.RequestHash, "claim %d must see the winner's fingerprint", i)
+		require.Equal(t, claims[winner].Fingerprint, res.Record.Fingerprint, "claim %d must see the winner's fingerprint", i)
 		require.Equal(t, idemstore.StatusInProgress, res.Record.Status)
 	}
 }

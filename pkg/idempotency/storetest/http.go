@@ -521,8 +521,8 @@ var cases = []behaviourCase{
 		req.sub = strings.ToUpper(e.user)
 		e.do(inv, req)
 		require.True(t, ok)
-		require.Equal(t, idempotency.Info{Key: e.key, UserID: e.user, RequestHash: want}, info)
-		require.Len(t, info.RequestHash, 64)
+		require.Equal(t, idempotency.Info{Key: e.key, UserID: e.user, Fingerprint: want}, info)
+		require.Len(t, info.Fingerprint, 64)
 	}},
 	{"keys are scoped per user", func(t *testing.T, e *env) {
 		inv := e.wrap(e.respond(http.StatusCreated))
