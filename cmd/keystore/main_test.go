@@ -23,7 +23,7 @@ func TestKeystoreCommand(t *testing.T) {
 
 	var out bytes.Buffer
 	require.NoError(t, run(ctx, []string{"-database-url", db.URL, "-schema", schema}, &out, env))
-	require.Contains(t, out.String(), "applied 0003_hot_path_functions.sql")
+	require.Contains(t, out.String(), "applied 0001_idempotency_keys.sql")
 	var database string
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT current_database()`).Scan(&database))
 	require.Contains(t, out.String(), `pg_cron job "purge-idempotency `+database+`.`+schema+`"`)

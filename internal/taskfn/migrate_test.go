@@ -83,7 +83,7 @@ func TestFailedStartReplies(t *testing.T) {
 func TestVersionOf(t *testing.T) {
 	t.Parallel()
 	require.Equal(t, int64(6), versionOf("00006_task_activity.sql"))
-	require.Equal(t, int64(3), versionOf("pgstore/0003_hot_path_functions.sql"))
+	require.Equal(t, int64(1), versionOf("pgstore/0001_idempotency_keys.sql"))
 	require.Equal(t, int64(0), versionOf("README.md"))
 }
 

@@ -167,10 +167,6 @@ func loadMigrations() ([]migration, error) {
 // lives in another database, its job is committed right after the
 // migrations, on its own connection).
 //
-// A key store created by the project's earlier goose migrations (the same
-// table and procedure in the same schema) is taken over as it is: those
-// migrations are recorded as applied and only the newer ones run.
-//
 // Migrate needs a user that may create objects in the schema; the purge is
 // scheduled as that user.
 func Migrate(ctx context.Context, pool *pgxpool.Pool, opts *MigrateOptions) (*MigrateResult, error) {
@@ -231,13 +227,6 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, opts *MigrateOptions) (*Mi
 			version    integer     PRIMARY KEY,
 			name       text        NOT NULL,
 			applied_at timestamptz NOT NULL DEFAULT now())`,
-		// Taking over a key store made by the project's earlier goose
-		// migrations: the table and the procedure are there, unrecorded.
-		`INSERT INTO ` + q + `.` + versionTable + ` (version, name)
-		SELECT v.version, v.name || ' (found in place)' FROM (VALUES (1, '0001_idempotency_keys.sql'), (2, '0002_purge_procedure.sql')) AS v(version, name)
-		WHERE NOT EXISTS (SELECT 1 FROM ` + q + `.` + versionTable + `)
-		  AND to_regclass(` + quoteLiteral(q+".idempotency_keys") + `) IS NOT NULL
-		  AND (v.version = 1 OR to_regprocedure(` + quoteLiteral(q+".purge_expired_idempotency_keys(integer, integer)") + `) IS NOT NULL)`,
 	}
 	for _, s := range steps {
 		if _, err := tx.Exec(ctx, s); err != nil {
@@ -316,8 +305,6 @@ func Uninstall(ctx context.Context, pool *pgxpool.Pool, opts *MigrateOptions) er
 		`DROP FUNCTION IF EXISTS ` + q + `.idempotency_key_complete(uuid, text, text, text, integer, timestamptz)`,
 		`DROP FUNCTION IF EXISTS ` + q + `.idempotency_key_release(uuid, text, text)`,
 		`DROP FUNCTION IF EXISTS ` + q + `.idempotency_key_renew(uuid, text, text, timestamptz)`,
-		// The claim function of the project's earlier goose migrations.
-		`DROP FUNCTION IF EXISTS ` + q + `.idempotency_claim(text, uuid, text, text, timestamptz, timestamptz, timestamptz)`,
 		`DROP PROCEDURE IF EXISTS ` + q + `.purge_expired_idempotency_keys(integer, integer)`,
 		`DROP TABLE IF EXISTS ` + q + `.idempotency_keys`,
 		`DROP TABLE IF EXISTS ` + q + `.` + versionTable,

@@ -3,8 +3,6 @@ package pgstore_test
 import (
 	"context"
 	"encoding/json"
-	"io/fs"
-	"strings"
 	"testing"
 	"time"
 
@@ -36,7 +34,7 @@ func TestMigrateIntoChosenSchema(t *testing.T) {
 	res, err := pgstore.Migrate(ctx, db.Pool, &pgstore.MigrateOptions{Schema: schema})
 	require.NoError(t, err)
 	require.Equal(t, schema, res.Schema)
-	require.Equal(t, []string{"0001_idempotency_keys.sql", "0002_purge_procedure.sql", "0003_hot_path_functions.sql", "0004_lean_claim.sql", "0005_no_check_constraints.sql", "0006_lease_renewal.sql"}, res.Applied)
+	require.Equal(t, []string{"0001_idempotency_keys.sql"}, res.Applied)
 	require.NotNil(t, res.Purge)
 	require.Equal(t, "purge-idempotency "+res.Purge.Database+`."`+schema+`"`, res.Purge.Name)
 	require.Equal(t, `CALL "`+schema+`".purge_expired_idempotency_keys()`, res.PurgeCommand)
@@ -92,68 +90,6 @@ func TestMigrateCronOff(t *testing.T) {
 
 	_, err = pgstore.Migrate(ctx, db.Pool, &pgstore.MigrateOptions{Cron: "sometimes"})
 	require.ErrorContains(t, err, "MigrateOptions.Cron")
-}
-
-// TestMigrateTakesOverEarlierLayout: a schema holding the table and the
-// purge procedure from the project's earlier goose migrations, with live
-// records, is taken over in place: the records stay and only the functions
-// are added.
-func TestMigrateTakesOverEarlierLayout(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	db := pgtest.NewEmpty(t)
-	for _, name := range []string{"0001_idempotency_keys.sql", "0002_purge_procedure.sql"} {
-		sql, err := fs.ReadFile(pgstore.Migrations(), name)
-		require.NoError(t, err)
-		_, err = db.Pool.Exec(ctx, string(sql))
-		require.NoError(t, err)
-	}
-	user, key := uuid.NewString(), uuid.NewString()
-	_, err := db.Pool.Exec(ctx, `INSERT INTO idempotency_keys (key, user_id, request_hash, status, response_body, status_code, owner, created_at, expires_at)
-		VALUES ($1, $2, 'h', 'completed', '{"status":201,"body":"kept"}', 201, 'o', now(), now() + interval '1 hour')`, key, user)
-	require.NoError(t, err)
-
-	res, err := pgstore.Migrate(ctx, db.Pool, nil)
-	require.NoError(t, err)
-	require.Equal(t, []string{"0003_hot_path_functions.sql", "0004_lean_claim.sql", "0005_no_check_constraints.sql", "0006_lease_renewal.sql"}, res.Applied)
-	now := time.Now()
-	got, err := pgstore.New(db.Pool, nil).Claim(ctx, idemstore.Claim{Ref: idemstore.Ref{UserID: user, Key: key, Owner: "x"},
-		Fingerprint: "h", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)})
-	require.NoError(t, err)
-	require.False(t, got.Claimed)
-	require.Equal(t, "kept", got.Record.Response.Body)
-}
-
-// TestStoreReadsClaimsOfEarlierFunction: until 0004_lean_claim.sql is
-// applied, the claim function of 0003 answers a replay with "D" and the
-// envelope; the store reads that answer as well as 0004's.
-func TestStoreReadsClaimsOfEarlierFunction(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	db := pgtest.New(t)
-	sql, err := fs.ReadFile(pgstore.Migrations(), "0003_hot_path_functions.sql")
-	require.NoError(t, err)
-	_, err = db.Pool.Exec(ctx, strings.ReplaceAll(string(sql), "CREATE FUNCTION", "CREATE OR REPLACE FUNCTION"))
-	require.NoError(t, err)
-	store := pgstore.New(db.Pool, nil)
-	user, key, now := uuid.NewString(), uuid.NewString(), time.Now()
-	c := idemstore.Claim{Ref: idemstore.Ref{UserID: user, Key: key, Owner: "first"}, Fingerprint: "h",
-		Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)}
-	got, err := store.Claim(ctx, c)
-	require.NoError(t, err)
-	require.True(t, got.Claimed)
-	resp := idemstore.Response{StatusCode: 201, Headers: map[string]string{"Content-Type": "application/json"}, Body: `{"id":"1"}`}
-	require.NoError(t, store.Complete(ctx, idemstore.Completion{Ref: c.Ref, Response: resp, Now: now, ExpiresAt: now.Add(time.Hour)}))
-
-	var answer string
-	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT idempotency_key_claim($1::uuid, $2::text, 'h', 'again', now(), now() + interval '1 minute', now() + interval '1 hour')`, user, key).Scan(&answer))
-	require.True(t, strings.HasPrefix(answer, "D{"), "0003's answer: %.40s", answer)
-	c.Owner = "again"
-	got, err = store.Claim(ctx, c)
-	require.NoError(t, err)
-	require.False(t, got.Claimed)
-	require.Equal(t, idemstore.StatusCompleted, got.Record.Status)
-	require.Equal(t, resp, *got.Record.Response)
 }
 
 // TestNoSequentialScanAfterEmptyAnalyze is the cached-plan hazard: the

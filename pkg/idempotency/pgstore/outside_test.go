@@ -99,7 +99,7 @@ func TestProgramOutsideTheRepository(t *testing.T) {
 			own = append(own, line)
 		}
 	}
-	require.Equal(t, `key store in schema orders_idempotency, 6 migrations applied
+	require.Equal(t, `key store in schema orders_idempotency, 1 migrations applied
 201 {"order":"1"} replayed=""
 201 {"order":"1"} replayed="true"
 401 application/problem+json unauthenticated=true

@@ -136,8 +136,8 @@ func (s *Store) Claim(ctx context.Context, c idemstore.Claim) (idemstore.ClaimRe
 		return idemstore.ClaimResult{}, storeError(ctx, "claim", err)
 	}
 	rec := idemstore.Record{UserID: c.UserID, Key: c.Key, Fingerprint: c.Fingerprint, Status: idemstore.StatusInProgress}
-	// The answer's first character says what the function found; see
-	// migrations/0004_lean_claim.sql.
+	// The answer's first character says what the function found; see the
+	// claim function in the key store's migration.
 	switch {
 	case answer == "C":
 		rec.Owner = c.Owner
@@ -147,11 +147,10 @@ func (s *Store) Claim(ctx context.Context, c idemstore.Claim) (idemstore.ClaimRe
 		rec.Owner = c.Owner
 		return idemstore.ClaimResult{Claimed: true, Record: rec}, nil
 	case answer == "P":
-	case strings.HasPrefix(answer, "{"), strings.HasPrefix(answer, "D"):
-		// The stored envelope (0004_lean_claim.sql), or the same behind a
-		// "D" (0003_hot_path_functions.sql, before 0004 is applied).
+	case strings.HasPrefix(answer, "{"):
+		// The stored envelope.
 		rec.Status = idemstore.StatusCompleted
-		if rec.Response, err = decodeEnvelope(strings.TrimPrefix(answer, "D")); err != nil {
+		if rec.Response, err = decodeEnvelope(answer); err != nil {
 			return idemstore.ClaimResult{}, storeError(ctx, "claim", err)
 		}
 	case strings.HasPrefix(answer, "Mi"), strings.HasPrefix(answer, "Mc"):
