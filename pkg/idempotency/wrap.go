@@ -257,12 +257,6 @@ func finishOutcome(err error, ok Outcome) Outcome {
 	}
 }
 
-// legacyCookieSeparator joined the Set-Cookie values of records stored by
-// earlier versions. It cannot tell a cookie that holds a line break from
-// two cookies, so cookies are now kept as a JSON array (encodeCookies);
-// records of the old form are still read.
-const legacyCookieSeparator = "\n"
-
 // encodeCookies keeps a response's cookies as a JSON array of strings,
 // which splits back into exactly those values whatever bytes they hold.
 // Cookies cannot be joined with ", " (an Expires attribute holds a comma).
@@ -271,17 +265,14 @@ func encodeCookies(cookies []string) string {
 	return string(b)
 }
 
-// decodeCookies splits a stored Set-Cookie value back into its cookies: a
-// JSON array (no cookie starts with "[", which a cookie name cannot hold),
-// or the line-separated form of earlier versions.
+// decodeCookies splits a stored Set-Cookie value (encodeCookies) back into
+// its cookies; a value that is no such array is one cookie.
 func decodeCookies(value string) []string {
-	if strings.HasPrefix(value, "[") {
-		var cookies []string
-		if err := json.Unmarshal([]byte(value), &cookies); err == nil {
-			return cookies
-		}
+	var cookies []string
+	if err := json.Unmarshal([]byte(value), &cookies); err == nil {
+		return cookies
 	}
-	return strings.Split(value, legacyCookieSeparator)
+	return []string{value}
 }
 
 // stored keeps the parts of resp that a replay gives back. Several values
