@@ -1,6 +1,12 @@
 package surface
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -56,4 +62,79 @@ func TestLibraryImportsNothingOfTheRepository(t *testing.T) {
 		}
 		require.Empty(t, outside, "%s imports packages of the repository's own", p)
 	}
+}
+
+// exportedNames counts the exported package-level names of the package in
+// dir (types, functions, constants and variables; not methods or fields),
+// leaving tests out.
+func exportedNames(t *testing.T, dir string) int {
+	t.Helper()
+	fset := token.NewFileSet()
+	pkgs, err := parser.ParseDir(fset, dir, func(fi fs.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
+	require.NoError(t, err)
+	n := 0
+	for _, p := range pkgs {
+		for _, f := range p.Files {
+			for _, d := range f.Decls {
+				switch d := d.(type) {
+				case *ast.FuncDecl:
+					if d.Recv == nil && d.Name.IsExported() {
+						n++
+					}
+				case *ast.GenDecl:
+					for _, s := range d.Specs {
+						switch s := s.(type) {
+						case *ast.TypeSpec:
+							if s.Name.IsExported() {
+								n++
+							}
+						case *ast.ValueSpec:
+							for _, name := range s.Names {
+								if name.IsExported() {
+									n++
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	return n
+}
+
+// The user package keeps to its budget: what a user reads is short, and
+// what only store authors need lives in idemstore.
+func TestUserPackageBudget(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(root(t), "pkg", "idempotency")
+	const budget = 95
+	n := exportedNames(t, dir)
+	require.LessOrEqual(t, n, budget, "pkg/idempotency exports %d names, over its budget of %d: put what only store authors need in idemstore, and what only this module needs behind internal/", n, budget)
+	doc, err := os.ReadFile(filepath.Join(dir, "doc.go"))
+	require.NoError(t, err)
+	lines := strings.Count(string(doc), "\n")
+	require.LessOrEqual(t, lines, 150, "doc.go is %d lines: the package doc is an introduction; the full contract belongs in docs/library.md", lines)
+}
+
+// The README shows code early: its first code block within its first 150
+// words, its first wrapped handler within its first 400.
+func TestReadmeShowsCodeFirst(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile(filepath.Join(root(t), "README.md"))
+	require.NoError(t, err)
+	words := strings.Fields(string(b))
+	firstCode, firstWrap := -1, -1
+	for i, w := range words {
+		if firstCode < 0 && strings.HasPrefix(w, "```") {
+			firstCode = i
+		}
+		if firstWrap < 0 && (strings.Contains(w, "idempotency.Wrap(") || strings.Contains(w, "idempotency.Middleware(")) {
+			firstWrap = i
+		}
+	}
+	require.GreaterOrEqual(t, firstCode, 0, "README.md has no code block")
+	require.Less(t, firstCode, 150, "README.md's first code block comes after word %d", firstCode)
+	require.GreaterOrEqual(t, firstWrap, 0, "README.md wraps no handler")
+	require.Less(t, firstWrap, 400, "README.md's first wrapped handler comes after word %d", firstWrap)
 }
