@@ -42,10 +42,20 @@ test: deps lint verify ## Lint, model-check, then run every test against real se
 	@$(GO) run ./cmd/devdb url >/dev/null
 	@set -o pipefail; \
 	  $(GO) test $(GOTESTFLAGS) -count=1 -timeout 14m ./... 2>&1 | tee $(LOCAL)/test.log; status=$$?; \
+	  if [ $$status -eq 0 ]; then \
+	    ICHIDO_TEST_ANYWHERE=1 $(GO) test $(GOTESTFLAGS) -count=1 -timeout 10m ./test/anywhere 2>&1 | tee -a $(LOCAL)/test.log; status=$$?; \
+	  fi; \
 	  cat $(LOCAL)/rehearse.txt 2>/dev/null; \
 	  $(GO) run ./cmd/devdb stop; \
 	  $(MAKE) --no-print-directory test-stop-extra; \
 	  exit $$status
+
+# The copy of the project in a closed folder runs after the other packages,
+# not beside them: it starts servers of its own, and the load would slow
+# the timed cases of the others.
+.PHONY: test-anywhere
+test-anywhere: deps ## Run the tests of a copy of the project in a folder of mode 0700 (part of make test)
+	@ICHIDO_TEST_ANYWHERE=1 $(GO) test $(GOTESTFLAGS) -count=1 -v -timeout 10m ./test/anywhere
 
 .PHONY: test-stop-extra
 test-stop-extra:: ## (internal) stop servers other test targets started
