@@ -102,7 +102,7 @@ type Config struct {
 	MaxConns int32
 	// QueryMode is how queries are sent. Defaults to QueryModeExec, which
 	// works through a transaction-pooling proxy; QueryModePrepared is for
-	// direct connections only (docs/adr/0025). It is not read from the
+	// direct connections only. It is not read from the
 	// environment: the deployed functions always go through RDS Proxy.
 	QueryMode QueryMode
 	// MaxConnIdleTime closes a connection idle for longer. Defaults to 5

@@ -78,20 +78,13 @@ func responseView(v any) (apigw.Response, bool) {
 	return apigw.Response{}, false
 }
 
-// DoNotStore tells Wrap not to store the response of the protected request
-// that ctx belongs to: when the handler returns, the record is released, as
-// after a transient failure, and the client's next request with the key runs
-// the handler again.
-//
-// A handler calls it when its own data shows that the key already belongs to
-// another request. The case in point is a retry after the key store was lost:
-// a row that records the key and the fingerprint of the request that created
-// it, and a request reusing the key with another body refused with 422.
-// Stored, that 422 would become the key's answer, and the original request's
-// own retry would then be refused too instead of getting its row back.
-//
-// It reports false, and changes nothing, outside a protected request or
-// after the handler completed the record in its own transaction.
+// DoNotStore tells the engine not to store the answer of the run that ctx
+// belongs to: when it returns, the record is released, and the next request
+// with the key runs again. A handler calls it when its own data shows that
+// the key belongs to another request (a retry after the key store was lost,
+// refused with 422, whose answer must not become the key's). It reports
+// false, and changes nothing, outside a protected run or after the
+// completion was written in the handler's own transaction.
 func DoNotStore(ctx context.Context) bool {
 	run, ok := currentRun(ctx)
 	if !ok || run.completionTaken.Load() {

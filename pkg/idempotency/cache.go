@@ -18,31 +18,20 @@ const (
 )
 
 // LocalCache configures a cache of completed records in the execution
-// environment (the Lambda instance, the server process): a repeat of a
-// request whose record this process completed, or replayed from a store
-// that reported the record's expiry, is answered from memory, with no round
-// trip to the store. It is a bounded LRU, by count and by bytes; its entries
-// expire with their records.
-//
-// Only completed records are cached, never a claim or a record in progress,
-// so fencing is untouched: the store still decides who runs. A cached
-// record answers exactly as the store would (a replay, or 422 for another
-// request with the same key) until it expires; what it cannot see is a
-// record removed from the store by hand before its expiry. Completions
-// written in the handler's own transaction (pgstore's CompleteRunInTx, CompleteRunInBatch)
-// are not cached, since only the handler knows whether they committed.
-//
-// With the default Fingerprint, a repeat of the very request a cached
-// record answered (the same method, path, query and body bytes) also takes
-// its fingerprint from the cache, so its body is not canonicalised again.
+// environment (a Lambda instance, a server process), a bounded LRU whose
+// entries expire with their records: a repeat of a request whose record
+// this process completed, or replayed from a store that reported its
+// expiry, is answered from memory with no store round trip. Only completed
+// records are cached, so the store still decides who runs; completions
+// written in the handler's own transaction are not cached, since only the
+// handler knows whether they committed.
 type LocalCache struct {
 	// MaxEntries bounds the number of cached records. Defaults to 1024
 	// (DefaultCacheEntries).
 	MaxEntries int
-	// MaxBytes bounds the memory of the cached records: each counts its
-	// user, key, fingerprint, body and headers plus a fixed overhead for the
-	// entry itself. A record larger than MaxBytes is not cached. Defaults to
-	// 8 MiB (DefaultCacheBytes).
+	// MaxBytes bounds the memory of the cached records (their strings plus
+	// a fixed overhead each); a larger record is not cached. Defaults to 8
+	// MiB (DefaultCacheBytes).
 	MaxBytes int
 }
 

@@ -21,22 +21,14 @@ var probeUser = derivedUUID("store-check")
 const probeLife = time.Minute
 
 // CheckStore checks, before the first request, that s can make every call
-// the engine makes: it claims a probe record of a user no client has (a
-// random key), completes it under another owner token (which must answer
-// ErrLeaseLost and write nothing) and releases it, then runs s's own Check
-// when s implements Checker. Nothing is left behind; a probe cut off half
-// way expires within a minute.
-//
-// Call it at a function's cold start, so that a missing grant, a missing
-// migration or a wrong password shows in the first log line rather than in
-// the first client's 500:
-//
-//	if err := idempotency.CheckStore(ctx, store); err != nil {
-//		return err // IsPermanent(err): fix the deployment; else the store is unreachable
-//	}
-//
-// It returns nil or the store's *idemstore.Error (Op "check" for a probe answer
-// the contract does not allow).
+// the engine makes, on a probe record of a user no client has (claimed,
+// completed under another owner token, which must write nothing, and
+// released), then runs s's own Check when s is an idemstore.Checker.
+// Nothing is left behind. Call it at cold start, so that a missing grant or
+// migration shows in the first log line rather than in the first client's
+// 500. It returns nil or the store's *idemstore.Error
+// (idemstore.IsPermanent: fix the deployment; else the store is
+// unreachable).
 func CheckStore(ctx context.Context, s idemstore.Store) error {
 	if s == nil {
 		return errors.New("idempotency: CheckStore needs a Store, got nil")

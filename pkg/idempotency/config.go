@@ -30,11 +30,8 @@ const (
 	// DefaultNamespace is the CloudWatch namespace of the metrics.
 	DefaultNamespace = "ichido"
 	// DefaultMaxBodyBytes is the largest request body accepted: 6 MiB, the
-	// most a Lambda function can be handed in one synchronous invocation
-	// (the whole event, headers included, so a body that reaches a function
-	// is always smaller). No request Lambda delivers is refused by default,
-	// and a body of that size costs the fingerprint about twice its size in
-	// the costliest shapes measured, well within a 256 MiB function.
+	// most a Lambda function is handed in one synchronous invocation, so
+	// that no request Lambda delivers is refused by default.
 	DefaultMaxBodyBytes = 6 << 20
 	// DefaultFinishTimeout bounds completing or releasing a record, retries
 	// included.
@@ -77,117 +74,84 @@ func AuthorizerContextField(name string) UserIDFunc {
 // means the same on every shape, and its zero value takes the default it
 // documents.
 type Settings struct {
-	// TTL is how long a record lives: an in-progress record expires TTL
-	// after its claim, a completed one TTL after its completion. Make it
-	// longer than the longest time a repeat can arrive after the first (for
-	// SQS, the queue's retention period). Defaults to 24h (DefaultTTL).
+	// TTL is how long a record lives after its claim and after its
+	// completion. Make it longer than the latest a repeat can arrive (for
+	// SQS, the queue's retention). Defaults to 24h (DefaultTTL).
 	TTL time.Duration
 
-	// MaxLease bounds how long a claim protects a record that is neither
-	// completed nor released (its owner crashed or timed out). The lease
-	// ends at the invocation's deadline (ctx.Deadline()) plus LeaseMargin,
-	// never later than now + MaxLease; with no deadline the lease is
-	// renewed instead (see Heartbeat), or, with Heartbeat set to
-	// HeartbeatOff, ends at now + MaxLease. Defaults to 15m
-	// (DefaultMaxLease).
+	// MaxLease bounds a claim's lease. A run with a deadline (every Lambda
+	// invocation) holds its record until the deadline plus LeaseMargin,
+	// never past now + MaxLease. Defaults to 15m (DefaultMaxLease).
 	MaxLease time.Duration
 
-	// LeaseMargin is added to the invocation's deadline when computing the
-	// lease. Defaults to 2s (DefaultLeaseMargin).
+	// LeaseMargin is added to the run's deadline. Defaults to 2s
+	// (DefaultLeaseMargin).
 	LeaseMargin time.Duration
 
-	// Heartbeat is the lease of a run that has no deadline (a net/http
-	// request; a call outside Lambda): it claims a lease of one Heartbeat
-	// and renews it (Store.Renew, fenced by its owner token) every third of
-	// it while the run lasts, so that a run may last as long as it needs
-	// while a crashed server frees its key within one Heartbeat instead of
-	// MaxLease. Should the lease be lost all the same (renewals failed for a
-	// whole Heartbeat and another run took the key over), the run's context
-	// is cancelled with a cause that wraps idemstore.ErrLeaseLost
-	// (context.Cause). A run with a deadline (every Lambda invocation) keeps
-	// the deadline's lease, which costs no writes, unless HeartbeatLongRuns
-	// is set. Defaults to 30s (DefaultHeartbeat); HeartbeatOff turns
-	// renewal off.
+	// Heartbeat is the lease of a run without a deadline (a net/http
+	// request, a call outside Lambda), renewed every third of it while the
+	// run lasts, so that a crashed server frees its key within one
+	// Heartbeat. A run whose lease is lost all the same is cancelled with a
+	// cause that wraps idemstore.ErrLeaseLost. Defaults to 30s
+	// (DefaultHeartbeat); HeartbeatOff turns renewal off (the lease is then
+	// now + MaxLease).
 	Heartbeat time.Duration
 
-	// HeartbeatLongRuns renews the leases of runs with a deadline too, when
-	// the deadline's lease would be longer than Heartbeat (a Lambda function
-	// with a 15-minute timeout whose crash should not hold its key for all
-	// of it). Defaults to false.
+	// HeartbeatLongRuns renews the lease of a run with a deadline too, when
+	// the deadline's lease would be longer than Heartbeat. Defaults to false.
 	HeartbeatLongRuns bool
 
 	// WaitForResult lets a duplicate that finds its key in progress for the
-	// same request wait for the first run's answer, up to this long and
-	// never past its own deadline (less 100ms to answer, or twice its
-	// slowest claim when that is longer): it polls the store with growing
-	// pauses (20ms up to 500ms, one Claim each) and then replays the first
-	// run's answer instead of answering 409 (ErrInProgress for a Function,
-	// a failed record for SQSHandler). When the first run fails and frees
-	// the key meanwhile, the duplicate runs itself, as a retry would; when
-	// the wait ends first, the answer is as without waiting. Defaults to 0:
-	// no wait.
+	// same request wait up to this long (never past its own deadline) for
+	// the first run's answer, polling the store, and replay it instead of
+	// answering 409 (ErrInProgress for a Function). Defaults to 0: no wait.
 	WaitForResult time.Duration
 
-	// LocalCache keeps completed records in memory, in this execution
-	// environment, so that a repeat is answered without a store round trip
-	// (see LocalCache for what is cached and for how long). Defaults to nil:
-	// no cache; &LocalCache{} turns it on with its default bounds.
+	// LocalCache keeps completed records in this execution environment's
+	// memory, so that a repeat is answered without a store round trip.
+	// Defaults to nil: no cache; &LocalCache{} turns it on.
 	LocalCache *LocalCache
 
-	// FinishTimeout bounds completing or releasing a record after the run
-	// returned. A call that fails (not ErrLeaseLost) is retried, with a
-	// growing pause, until it succeeds or the bound is reached, so that one
-	// dropped connection does not leave the record in progress until its
-	// lease ends. Defaults to 5s (DefaultFinishTimeout).
+	// FinishTimeout bounds completing or releasing a record after the run,
+	// retries included. Defaults to 5s (DefaultFinishTimeout).
 	FinishTimeout time.Duration
 
 	// KeyPrefix scopes the keys, so that several services can share one
-	// table or one Redis without sharing keys: the same key under two
-	// prefixes names two records (see RecordKey and FunctionRecordID). At
-	// most 64 visible ASCII characters, no ':'. Keep it stable: a new prefix
-	// forgets every key. Defaults to "".
+	// store: the same key under two prefixes names two records. At most 64
+	// visible ASCII characters, no ':'; keep it stable. Defaults to "".
 	KeyPrefix string
 
-	// AllowMissingKey lets a run without a key (a protected request without
-	// one, a function call whose Key is empty) go unprotected: it runs,
-	// nothing is claimed or stored, and it is logged and counted with the
-	// outcome "unprotected". A malformed key is still refused. Defaults to
-	// false: a request without a key is refused with 400
-	// idempotency_key_missing, and a call fails with ErrNoKey.
+	// AllowMissingKey lets a run without a key go unprotected: it runs,
+	// nothing is claimed or stored, and it is logged with the outcome
+	// "unprotected". A malformed key is still refused. Defaults to false:
+	// 400 idempotency_key_missing, or ErrNoKey for a function.
 	AllowMissingKey bool
 
-	// OnReplay, when set, is called on every replay, before the answer is
-	// given, with the stored response and the record's metadata. For an
-	// HTTP shape it may add, change or remove the replay's headers
-	// (Replay.Header); for a function it observes. Defaults to nil: no
-	// hook.
+	// OnReplay, when set, is called on every replay with the stored
+	// response and the record's times; for an HTTP shape it may change the
+	// replay's headers (Replay.Header). Defaults to nil.
 	OnReplay func(ctx context.Context, r *Replay)
 
-	// Owner returns the owner token of a run's claim. It must be unique per
-	// run: completions, releases and the recovery from a claim whose reply
-	// was lost are fenced by it. Defaults to the Lambda request id
-	// (lambdacontext.FromContext) for an HTTP request, and to that id
-	// followed by "/" and a random 64-bit hex suffix for a function call
-	// (one invocation may make many, an SQS batch one per record); outside
-	// Lambda, a random 128-bit hex token per run.
+	// Owner returns the owner token of a run's claim, unique per run: the
+	// store fences the record's writes by it. Defaults to the Lambda
+	// request id (plus a random suffix per function call, since an SQS
+	// batch makes many), or a random token outside Lambda.
 	Owner func(ctx context.Context) string
 
-	// Clock returns the current time; every expiry and lease is computed
-	// from it. Defaults to time.Now.
+	// Clock returns the current time. Defaults to time.Now.
 	Clock func() time.Time
 
-	// Logger receives one line per protected run, handed to its Handler
-	// directly (no source: the caller is always this package). Defaults to
-	// a JSON logger on standard output.
+	// Logger receives one line per protected run. Defaults to a JSON
+	// logger on standard output.
 	Logger *slog.Logger
 
 	// Metrics receives one CloudWatch Embedded Metric Format line per
-	// protected run. Defaults to standard output (where Lambda ships it to
-	// CloudWatch Logs); use io.Discard to turn metrics off.
+	// protected run. Defaults to standard output; io.Discard turns them
+	// off.
 	Metrics io.Writer
 
-	// Namespace is the CloudWatch namespace of the metrics. Defaults to
-	// "ichido" (DefaultNamespace).
+	// Namespace is the metrics' CloudWatch namespace. Defaults to "ichido"
+	// (DefaultNamespace).
 	Namespace string
 }
 
@@ -304,18 +268,9 @@ type Config struct {
 	MaxBodyBytes int
 
 	// ReplayHeaders lists response headers kept for replay besides
-	// Content-Type and Content-Encoding (which define what the body's bytes
-	// are: a gzipped body replayed without its Content-Encoding would reach
-	// the client as raw gzip) and Location, which are always kept. Defaults
-	// to none.
-	//
-	// Set-Cookie may be listed: every cookie is then replayed as a cookie of
-	// its own, from and into a v2 response's "cookies" or a v1 response's
-	// multiValueHeaders, never joined into one (invalid) header line, and
-	// exactly the first response's cookies come back, byte for byte: a
-	// cookie holding a line break stays one cookie (net/http writes the
-	// break as a space, on the first response and on the replay alike). List
-	// it only when a retry should get the first response's cookies again.
+	// Content-Type, Content-Encoding and Location, which are always kept.
+	// Set-Cookie may be listed: each cookie then replays as the cookie it
+	// was, byte for byte. Defaults to none.
 	ReplayHeaders []string
 
 	Settings

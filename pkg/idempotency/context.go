@@ -7,17 +7,15 @@ import (
 
 // Info describes the protected request a handler is running for.
 type Info struct {
-	// Key is the request's idempotency key as the client sent it,
-	// normalised: a UUID v4 in lower case, or an opaque key as sent
-	// (Config.KeyFormat). The store keeps RecordKey of it.
+	// Key is the request's idempotency key, normalised (a UUID in lower
+	// case); the store keeps RecordKey of it.
 	Key string
 	// UserID is the authenticated user, a lower-case UUID (SubjectUUID of
 	// the subject).
 	UserID string
-	// Fingerprint is the request's fingerprint (see the function Fingerprint). A handler
-	// that records the key on the row it creates stores this beside it, so
-	// that a retry after the key store was lost can still tell a same-key,
-	// different-request retry apart.
+	// Fingerprint is the request's fingerprint, for a handler that records
+	// the key on the row it creates and must later tell a retry from another
+	// request under the same key.
 	Fingerprint string
 }
 

@@ -89,33 +89,19 @@ func (c FunctionConfig[In]) validate() error {
 // Function returns a function that behaves like fn and runs it at most once
 // per key (cfg.Key of the input) while the key's record lives: a repeat of
 // a call that succeeded gets the first result back, decoded from the JSON it
-// was stored as, without running fn. The rules are those of Wrap:
+// was stored as, without running fn. The rules are Wrap's: one claim round
+// trip decides; completion and release are fenced by the owner token; an
+// error or a panic of fn releases the record (the caller gets fn's own
+// error, a panic goes on); a repeat while the first call runs fails with
+// ErrInProgress; when the store cannot be reached the call fails with a
+// *idemstore.Error and fn does not run.
 //
-//   - one claim round trip decides; the claim's lease ends at the caller's
-//     deadline (ctx.Deadline()) plus cfg.LeaseMargin, so a crashed owner's
-//     key is taken over once its lease ran out;
-//   - completion and release are fenced by the owner token: a call whose
-//     lease was taken over stores nothing;
-//   - when fn returns an error or panics, the record is released so that a
-//     retry runs fn again; the caller gets fn's own error (a panic goes on);
-//   - a repeat while the first call still runs fails with ErrInProgress, and
-//     fn does not run twice;
-//   - when the store cannot be reached the call fails with a *idemstore.Error
-//     and fn does not run (fail closed), so that the trigger retries; a
-//     store that refuses the call for good (idemstore.Error.Permanent: a missing
-//     grant or table) is not retried, and fails the call the same way.
-//
-// Out should encode as JSON (encoding/json). A result that does not (a NaN,
-// a channel) or that is larger than the store's largest record is returned
-// to this caller all the same, but cannot be kept: the key is completed
-// with a marker, and every repeat fails with ErrResultNotKept without
-// running fn (fn's work is done; running it again would do it twice). A
-// repeat of a kept result gets it as json.Unmarshal decodes it into Out:
-// unexported fields and what JSON cannot carry are not repeated.
-//
-// Inside fn, DoNotStore makes this call's result not count (the record is
-// released), and pgstore's CompleteRunInTx lets fn complete the record in
-// its own database transaction.
+// A result that does not encode as JSON, or is larger than the store's
+// largest record, is returned to this caller but cannot be kept: every
+// repeat then fails with ErrResultNotKept without running fn. A repeat gets
+// a kept result as json.Unmarshal decodes it into Out. Inside fn,
+// DoNotStore makes the result not count, and pgstore's CompleteRunInTx
+// completes the record in fn's own transaction.
 //
 // Function returns an error, and no function, when fn is nil or cfg is
 // invalid; the message names the field to fix.
@@ -282,7 +268,7 @@ const (
 
 // scopeID is the Store's UserID for a function's scope: a UUID derived from
 // the function's name and the scope, since every Store keys records by a
-// UUID user (ADR 0080).
+// UUID user.
 func scopeID(name, scope string) string { return derivedUUID("scope", name, scope) }
 
 // keyID is the Store's Key for a function's key: a UUID derived from it, so
@@ -346,8 +332,8 @@ func payloadHash(name string, checked bool, payload []byte) string {
 // key (FunctionConfig.Key's result: for SQSHandler, by default the message
 // id) in scope (FunctionConfig.Scope's result, "" without one), under
 // prefix (FunctionConfig.KeyPrefix). Both are UUIDs derived from those
-// strings (ADR 0080), so an operator cannot read them off a record; this
-// call computes them, and cmd/keystore's -function flag calls it.
+// strings, so an operator cannot read them off a record; this
+// call computes them, and the operations command's -function flag calls it.
 func FunctionRecordID(prefix, name, scope, key string) (userID, recordKey string) {
 	if prefix == "" {
 		return scopeID(name, scope), keyID(key)

@@ -24,12 +24,10 @@ type KeyFormat int
 
 const (
 	// KeyUUIDv4 accepts a UUID version 4 in its 8-4-4-4-12 hex form, of
-	// either case, compared in lower case (ADR 009). The default.
+	// either case, compared in lower case. The default.
 	KeyUUIDv4 KeyFormat = iota
-	// KeyOpaque accepts any key of 1 to MaxOpaqueKeyLength characters, each
-	// visible ASCII ('!' to '~'), compared exactly (Stripe's rule). A key
-	// that holds a comma must be sent as an sf-string, since an HTTP API
-	// joins repeated headers with commas.
+	// KeyOpaque accepts 1 to MaxOpaqueKeyLength visible ASCII characters,
+	// compared exactly (Stripe's rule); a key holding a comma is sent quoted.
 	KeyOpaque
 )
 
@@ -199,7 +197,7 @@ var keyNamespace = uuid.MustParse(KeyNamespace)
 // UUID) for the idempotency key of an HTTP request, as the request's
 // parsing normalised it, under a key prefix (Config.KeyPrefix) and format:
 //
-//   - with KeyUUIDv4 and no prefix, the key itself (ADR 009's records);
+//   - with KeyUUIDv4 and no prefix, the key itself;
 //   - otherwise the UUID version 5, in KeyNamespace, of prefix + ":" + key
 //     (uuid.NewSHA1(uuid.MustParse(KeyNamespace), []byte(prefix+":"+key))).
 //
@@ -215,7 +213,7 @@ func RecordKey(prefix string, f KeyFormat, key string) string {
 // the record of a request that subject (Config.UserID's result) sent with
 // key (as the client sent it, bare or quoted), under cfg's KeyPrefix and
 // KeyFormat (cfg's other fields are not used). It is how an operator finds
-// a request's record (cmd/keystore get) and what a test asserts on; it
+// a request's record (the operations command's get) and what a test asserts on; it
 // fails when key is not of cfg's format, naming why.
 func HTTPRecordID(cfg Config, subject, key string) (userID, recordKey string, err error) {
 	k, err := parseKeyElement(key, cfg.KeyFormat)

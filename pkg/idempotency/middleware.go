@@ -15,44 +15,20 @@ import (
 )
 
 // Middleware returns net/http middleware that gives the handler it wraps
-// exactly the HTTP contract of Wrap (see the package documentation): the
-// same protected methods, the same Idempotency-Key rules, the same
-// fingerprint (over the method, the escaped path, the query and the body),
-// the same problem+json refusals and codes, and a byte-for-byte replay of
-// the stored status, body and content headers marked Idempotent-Replayed:
-// true. It works with any router built on http.Handler (the standard
-// library's ServeMux, chi, gorilla/mux); mount it after the authentication
+// Wrap's HTTP contract: the same protected methods, key rules,
+// fingerprint, problem+json refusals and byte-for-byte replays. It works
+// with any router built on http.Handler; mount it after the authentication
 // middleware.
 //
-// cfg is Wrap's Config, with two differences:
-//
-//   - Config.UserID is required: a plain HTTP server has no API Gateway
-//     authorizer, so the function must read the user that the
-//     authentication middleware put into the request's context (ctx is
-//     r.Context(); the Request it gets has no Claims). ContextUserID
-//     adapts a plain context reader.
-//   - The request body is read whole before the handler runs, at most
-//     Config.MaxBodyBytes (and no more is read); a larger one is refused
-//     with 413 payload_too_large before the store is consulted. The limit
-//     counts the body's bytes, binary bodies included, as Wrap counts a
-//     Lambda event's base64 body by the bytes it decodes to. A request
-//     with a nil Body has an empty body.
-//   - Methods are compared in upper case, as Wrap compares them: "post"
-//     and "Delete" are protected as POST and DELETE, since a route without
-//     a method pattern hands them to the handler all the same.
-//
-// Responses of protected requests are buffered: the handler's writes,
-// flushes included (http.Flusher is a no-op here, and the writer does not
-// unwrap to the connection's), reach the client when the handler returns,
-// whole, and are what is stored. A streamed response (server-sent events,
-// a long download) therefore arrives at once at the end; serve such
-// endpoints on a method that is not protected, where the middleware passes
-// the request through untouched and nothing is buffered. Hijacking a
-// protected request's connection is not supported.
-//
-// A handler that panics has its key released and the panic goes on (the
-// server aborts the response). Middleware returns an error, and no
-// middleware, when cfg is invalid.
+// Config.UserID is required, since a plain server has no API Gateway
+// authorizer: it reads the user the authentication middleware put into the
+// request's context (ContextUserID adapts a plain reader). The body is read
+// whole, at most Config.MaxBodyBytes, before the handler runs, and the
+// responses of protected requests are buffered and sent whole when the
+// handler returns (flushes included): serve a streamed response on a method
+// that is not protected. A handler that panics has its key released and the
+// panic goes on. Middleware returns an error, and no middleware, when cfg is
+// invalid.
 func Middleware(cfg Config) (func(http.Handler) http.Handler, error) {
 	if cfg.UserID == nil {
 		return nil, errors.New("idempotency: invalid Config: Config.UserID is nil: a net/http server has no API Gateway authorizer; pass a function that reads the user your authentication middleware put into the request's context (see ContextUserID)")

@@ -37,20 +37,15 @@ const (
 	// refused with 503; on complete or release the handler's response was
 	// returned and the record is left to its lease.
 	OutcomeStoreError Outcome = "store_error"
-	// OutcomeNotKept: the handler ran and completed, but its response could
-	// not be kept (too large for the store, or a function result that does
-	// not encode): the record is completed with the not-kept marker, and
-	// retries get 422 idempotency_response_not_kept (ErrResultNotKept for a
-	// function) instead of a second run.
+	// OutcomeNotKept: the handler ran, but its response could not be kept;
+	// the record is completed with the not-kept marker.
 	OutcomeNotKept Outcome = "not_kept"
 	// OutcomeRejected: refused before the store was consulted (400 or 401).
 	OutcomeRejected Outcome = "rejected"
 	// OutcomeTooLarge: refused with 413 because the body is larger than
 	// Config.MaxBodyBytes; the store was not consulted.
 	OutcomeTooLarge Outcome = "too_large"
-	// OutcomeUnprotected: the request carried no key and ran unprotected,
-	// since Config.AllowMissingKey (FunctionConfig.AllowMissingKey) is set;
-	// nothing was claimed or stored.
+	// OutcomeUnprotected: a run without a key, with AllowMissingKey.
 	OutcomeUnprotected Outcome = "unprotected"
 )
 

@@ -22,19 +22,15 @@ const (
 	// CodeStoreUnavailable: the store could not be reached; the handler did
 	// not run (503, Retry-After).
 	CodeStoreUnavailable = "idempotency_store_unavailable"
-	// CodeStoreMisconfigured: the store refused the claim for good (missing
-	// privileges or objects, failed authentication); the handler did not
-	// run, and a retry will not succeed until the deployment is fixed (500,
-	// no Retry-After).
+	// CodeStoreMisconfigured: the store refused the claim for good (a
+	// deployment to fix); the handler did not run (500, no Retry-After).
 	CodeStoreMisconfigured = "idempotency_store_misconfigured"
-	// CodeResponseNotKept: the request with this key ran and completed, but
-	// its response could not be kept for replay (it was larger than the
-	// store's largest record); it does not run again (422).
+	// CodeResponseNotKept: the request with this key ran, but its response
+	// was too large to keep for replay; it does not run again (422).
 	CodeResponseNotKept = "idempotency_response_not_kept"
 	// CodeResponseMismatch: the handler completed its record in its own
-	// transaction (pgstore's CompleteRunInTx) with another response than the one it
-	// answered with; the answer is refused, and a retry with the same key
-	// replays the completed response (500).
+	// transaction with another response than it answered with; a retry
+	// replays the completed one (500).
 	CodeResponseMismatch = "idempotency_response_mismatch"
 	// CodeValidation: the body could not be read as sent (a body marked
 	// base64 that is not base64) (400).

@@ -24,16 +24,13 @@ type Replay struct {
 	// Response is the stored response, as it was kept. Changing it changes
 	// nothing; change Header instead.
 	Response idemstore.Response
-	// Header holds the headers of the replay as it will be sent: the
-	// stored content headers and Idempotent-Replayed: true. The hook may
-	// add, change or remove any of them (an Age, a Date, a header saying
-	// when the record expires). A Function's replay has no headers: the
-	// hook only observes.
+	// Header holds the headers the replay will be sent with (the stored
+	// ones and Idempotent-Replayed: true), which the hook may change. A
+	// Function's replay has none.
 	Header http.Header
-	// CreatedAt is when the record was claimed by the request it replays.
-	// Zero on a replay from Config.LocalCache (which keeps no creation
-	// time, so that a cached replay makes no round trip) and when the store
-	// neither says nor can be asked (a Store without the Admin capability).
+	// CreatedAt is when the record was claimed. Zero on a replay from the
+	// local cache, and when the store neither says nor can be asked (a
+	// store without idemstore.Admin).
 	CreatedAt time.Time
 	// ExpiresAt is when the record expires and a new request with the key
 	// runs again. Zero only when the store neither says nor can be asked.

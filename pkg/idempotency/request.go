@@ -38,24 +38,17 @@ type Request struct {
 	// Path is the concrete path as requested (v1 "path", v2 "rawPath"),
 	// never the route template.
 	Path string
-	// PathParameters are the route's path parameters by name: v1 and v2
-	// "pathParameters" (a route such as /orders/{id}), or the wildcards of
-	// the net/http ServeMux pattern that routed the request. Nil when there
-	// are none (a Function URL or an ALB target has no routes).
+	// PathParameters are the route's path parameters by name (API
+	// Gateway's, or a net/http ServeMux pattern's wildcards); nil when none.
 	PathParameters map[string]string
-	// Query holds the query parameters. Values of one name keep the order
-	// in which the client sent them. v1 reads multiValueQueryStringParameters
-	// (falling back to queryStringParameters); v2 parses rawQueryString.
+	// Query holds the query parameters, the values of one name in the
+	// order the client sent them.
 	Query url.Values
-	// RawQuery is the query string exactly as the client sent it (v2
-	// rawQueryString). It is empty for v1, whose parameters API Gateway has
-	// already decoded. Query loses one distinction that RawQuery keeps: a
-	// part that cannot be percent-decoded is kept in Query as written, so
-	// "a=%zz" and "a=%25zz" both give a = "%zz".
+	// RawQuery is the query string exactly as the client sent it; empty for
+	// v1, whose parameters API Gateway has already decoded.
 	RawQuery string
-	// Headers maps each lower-case header name to every value found for it:
-	// from "headers" and, for v1, "multiValueHeaders" too. The same value can
-	// therefore appear more than once.
+	// Headers maps each lower-case header name to every value found for it
+	// (for v1, in "headers" and "multiValueHeaders" both).
 	Headers map[string][]string
 	// Body is the body exactly as API Gateway delivered it.
 	Body string
@@ -63,14 +56,11 @@ type Request struct {
 	IsBase64Encoded bool
 	// RequestID is API Gateway's own request id (requestContext.requestId).
 	RequestID string
-	// Claims are the claims of a JWT authorizer (v2
-	// requestContext.authorizer.jwt.claims) or a Cognito user pool
-	// authorizer (v1 requestContext.authorizer.claims), as strings. Nil
+	// Claims are the claims of a JWT or Cognito authorizer, as strings; nil
 	// when there are none.
 	Claims map[string]string
-	// AuthorizerContext is the context a Lambda authorizer returned (v2
-	// requestContext.authorizer.lambda; v1 requestContext.authorizer, which
-	// also holds principalId). Nil when there is none.
+	// AuthorizerContext is the context a Lambda authorizer returned (for
+	// v1, with principalId); nil when there is none.
 	AuthorizerContext map[string]any
 	// IAM is the principal that signed the request, for a Lambda Function
 	// URL whose AuthType is AWS_IAM. Nil otherwise.

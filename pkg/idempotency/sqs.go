@@ -44,31 +44,16 @@ func SQSBody(m events.SQSMessage) ([]byte, error) { return []byte(m.Body), nil }
 
 // SQSHandler returns the handler of an SQS event source mapping that runs
 // fn once per record and key (cfg.Key, by default the message id) and
-// answers with the records to retry, for ReportBatchItemFailures:
-//
-//   - a record whose fn returns an error or panics is reported failed, and
-//     its key released, so that its redelivery runs fn again; the other
-//     records of the batch are not retried;
-//   - a record whose key completed before (a redelivered message, a
-//     duplicate) is skipped as done, without running fn, also when its
-//     record is the not-kept marker (ErrResultNotKept);
-//   - a record whose key is in progress in another invocation is reported
-//     failed without running fn, so that it comes back after the
-//     visibility timeout and is then skipped or run;
-//   - when the store cannot be reached, records are reported failed and
-//     fn does not run for them (fail closed);
-//   - a record not yet started when the invocation's context is done is
-//     reported failed without running;
-//   - on a FIFO queue (an event source ARN ending in ".fifo") the first
-//     failure of a message group fails every later record of that group
-//     in the batch without running it, so that the group's order holds;
-//     other groups go on.
-//
-// Records run one after another in the batch's order. When no record
-// succeeds, the handler returns ErrBatchFailed as well, so that the batch
-// is retried even where ReportBatchItemFailures was left off; turn it on
-// all the same (template.yaml does), since otherwise a partly failed batch
-// is deleted whole.
+// answers with the records to retry, for ReportBatchItemFailures: a record
+// whose fn fails or panics is reported failed and its key released; a
+// record whose key completed before is skipped as done; a record in
+// progress elsewhere, or met while the store cannot be reached or after
+// the invocation's context ended, is reported failed without running; on a
+// FIFO queue, the first failure of a message group fails the group's later
+// records in the batch. Records run in the batch's order. When none
+// succeeds, the handler also returns ErrBatchFailed, so that the batch is
+// retried even where ReportBatchItemFailures was left off (turn it on all
+// the same: otherwise a partly failed batch is deleted whole).
 //
 // cfg is that of Function, with cfg.Key defaulting to SQSMessageID.
 // SQSHandler returns an error, and no handler, when fn is nil or cfg is

@@ -10,7 +10,7 @@ const SubjectNamespace = "bef2c47a-6534-42d3-b505-e0d14ac3b172"
 var subjectNamespace = uuid.MustParse(SubjectNamespace)
 
 // SubjectUUID returns the user id that the stores keep for an
-// authenticated subject. ADR 009 keeps user ids as UUIDs; identity
+// authenticated subject. The stores keep user ids as UUIDs; identity
 // providers do not all issue them (Auth0's "auth0|6543210fedcba", Google's
 // numeric ids, Okta's, an Entra object id in another form), so:
 //

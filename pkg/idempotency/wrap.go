@@ -17,19 +17,12 @@ import (
 )
 
 // Wrap returns a handler that behaves like h and makes its protected
-// requests idempotent (see the package documentation for the whole
-// contract). Req and Resp are one of the pairs
-// events.APIGatewayV2HTTPRequest / events.APIGatewayV2HTTPResponse (HTTP
-// API), events.APIGatewayProxyRequest / events.APIGatewayProxyResponse
-// (REST API), events.LambdaFunctionURLRequest /
-// events.LambdaFunctionURLResponse (Function URL; the user comes from
-// IAMPrincipal or BearerToken) and events.ALBTargetGroupRequest /
-// events.ALBTargetGroupResponse (ALB target; ALBOIDC or BearerToken). When
+// requests idempotent. Req and Resp are the request and response of an
+// HTTP API, a REST API, a Function URL or an ALB target (AnyRequest). When
 // h ran, its own response (or error) is returned unchanged; otherwise the
-// refusal or the replay is built in Resp's shape.
-//
-// Wrap returns an error, and no handler, when h is nil or cfg is invalid;
-// the message names the field to fix.
+// refusal or the replay is built in Resp's shape. Wrap returns an error,
+// and no handler, when h is nil or cfg is invalid; the message names the
+// field to fix.
 func Wrap[Req AnyRequest, Resp AnyResponse](h func(context.Context, Req) (Resp, error), cfg Config) (func(context.Context, Req) (Resp, error), error) {
 	if h == nil {
 		return nil, errors.New("idempotency: Wrap needs a handler, got nil")
@@ -57,7 +50,7 @@ func Wrap[Req AnyRequest, Resp AnyResponse](h func(context.Context, Req) (Resp, 
 	}, nil
 }
 
-// decorator is the HTTP contract (spec: the decorator flow) over the
+// decorator is the HTTP contract over the
 // engine, shared by Wrap and Middleware.
 type decorator struct {
 	cfg           Config

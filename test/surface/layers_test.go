@@ -6,6 +6,7 @@ import (
 	"go/token"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -115,6 +116,11 @@ func TestUserPackageBudget(t *testing.T) {
 	require.NoError(t, err)
 	lines := strings.Count(string(doc), "\n")
 	require.LessOrEqual(t, lines, 150, "doc.go is %d lines: the package doc is an introduction; the full contract belongs in docs/library.md", lines)
+	cmd := exec.Command("go", "doc", "-all", module+"/pkg/idempotency")
+	cmd.Dir = root(t)
+	out, err := cmd.Output()
+	require.NoError(t, err)
+	require.LessOrEqual(t, strings.Count(string(out), "\n"), 900, "go doc -all of the user package is over 900 lines: say each rule once, in docs/library.md, and keep the godoc to what each name does")
 }
 
 // The README shows code early: its first code block within its first 150

@@ -5,7 +5,7 @@ import "github.com/jackc/pgx/v5"
 // Grants returns the statements that let role, the database user a
 // program's pool logs in as, use the key store that Migrate created in
 // schema ("" means public), when that user is not the one that ran Migrate
-// (ADR 0030's two users):
+// (the migration user and the app user):
 //
 //	GRANT USAGE ON SCHEMA "idempotency" TO "app";
 //	GRANT SELECT, INSERT, UPDATE, DELETE ON TABLE "idempotency"."idempotency_keys" TO "app";

@@ -24,7 +24,7 @@ import (
 // in the schema Migrate is given; the goose annotations in them are
 // comments to everything but goose, so the same files can be copied into a
 // goose, tern, Atlas or Flyway migration set (Migrations, or
-// cmd/keystore -sql, gives them out). This folder is their one source.
+// the operations command's -sql gives them out). This folder is their one source.
 //
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
@@ -95,7 +95,7 @@ type MigrateResult struct {
 type CronJob struct {
 	// Name is the job's name in cron.job, one per key store:
 	// "purge-idempotency" for the public schema of the cron database (the
-	// name of ADR 009), else "purge-idempotency <database>.<schema>", each
+	// name that pg_cron users know), else "purge-idempotency <database>.<schema>", each
 	// name quoted as SQL would quote it (purge-idempotency app."Keys"); a
 	// name longer than pg_cron keeps (63 bytes) is "purge-idempotency #"
 	// and 40 hex digits of its SHA-256.
@@ -359,7 +359,7 @@ func resolveTarget(ctx context.Context, conn *pgx.Conn, schema, op string) (targ
 func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 // purgeJobBase is the name of the purge job of the public schema of the
-// cron database (ADR 009's), and the start of every other one.
+// cron database, and the start of every other one.
 const purgeJobBase = "purge-idempotency"
 
 // purgeJobName names the purge job of t, whose database is the cron

@@ -59,7 +59,7 @@ func detach(rec idemstore.Record) idemstore.Record {
 
 // List implements idemstore.Admin: SCAN over the store's prefix (and the
 // user, when q names one) on every primary, since a record's hash tag is
-// its whole identity (ADR 0090) and one user's records spread over every
+// its whole identity, and one user's records spread over every
 // slot; then a GET per key found. A value that is not a record is left
 // out. It reads every record that matches, to sort them newest
 // first: it is for operators, never for a request's path.

@@ -25,7 +25,7 @@ import (
 // lease moved by a renewal this store did not see) and a server without
 // IFEQ go to the script, which decides as before. The first IFEQ a server
 // refuses as a syntax error turns the native path off for the Store's
-// life. See docs/adr/0101-redis-native-fenced-completion.md.
+// life.
 
 // Values of Store.native.
 const (

@@ -90,7 +90,7 @@ func (e *Error) Is(target error) bool { return target == ErrEnv }
 type Options struct {
 	// Pool, when set, is the PostgreSQL pool a postgres store keeps its
 	// records through, and the database variables are not read: a program
-	// that already has a pool for its own tables passes it (the sample app
+	// that already has a pool for its own tables passes it (an application
 	// does), and the close function leaves it open. Defaults to nil: Open
 	// builds a pool from the environment (dbpool.ConfigFromEnv, dbpool.Open)
 	// and the close function closes it.
