@@ -10,6 +10,8 @@ import (
 
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/internal/apigw"
+	"github.com/ichido/ichido/pkg/idempotency/internal/emf"
+	"github.com/ichido/ichido/pkg/idempotency/internal/reccache"
 	"github.com/ichido/ichido/pkg/idempotency/internal/runctx"
 )
 
@@ -28,7 +30,7 @@ type engine struct {
 	owner         func(ctx context.Context) string
 	clock         func() time.Time
 	logger        *slog.Logger
-	metrics       *metricsWriter
+	metrics       *emf.Writer
 
 	// heartbeat is the lease of a run that renews it (0: renewal off);
 	// heartbeatLongRuns renews runs with a deadline too (Config).
@@ -38,7 +40,7 @@ type engine struct {
 	// (0: it does not wait).
 	wait time.Duration
 	// cache keeps completed records in this process (nil: no cache).
-	cache *recordCache
+	cache *reccache.Cache
 }
 
 // newEngine returns the engine of a defaulted Config.
@@ -52,12 +54,12 @@ func newEngine(cfg Config) *engine {
 		owner:         cfg.Owner,
 		clock:         cfg.Clock,
 		logger:        cfg.Logger,
-		metrics:       &metricsWriter{w: cfg.Metrics, namespace: cfg.Namespace},
+		metrics:       emf.New(cfg.Metrics, cfg.Namespace),
 
 		heartbeat:         max(cfg.Heartbeat, 0),
 		heartbeatLongRuns: cfg.HeartbeatLongRuns,
 		wait:              cfg.WaitForResult,
-		cache:             newRecordCache(cfg.LocalCache),
+		cache:             newCache(cfg.LocalCache),
 	}
 }
 
@@ -131,14 +133,14 @@ func (e *engine) cached(userID, key string, now time.Time) (idemstore.ClaimResul
 	if e.cache == nil {
 		return idemstore.ClaimResult{}, false
 	}
-	entry, ok := e.cache.get(userID, key, now)
+	entry, ok := e.cache.Get(userID, key, now)
 	if !ok {
 		return idemstore.ClaimResult{}, false
 	}
-	resp := entry.response
+	resp := entry.Response
 	return idemstore.ClaimResult{Record: idemstore.Record{
-		UserID: userID, Key: key, Fingerprint: entry.requestHash, Status: idemstore.StatusCompleted,
-		Response: &resp, ExpiresAt: entry.expiresAt,
+		UserID: userID, Key: key, Fingerprint: entry.Fingerprint, Status: idemstore.StatusCompleted,
+		Response: &resp, ExpiresAt: entry.ExpiresAt,
 	}}, true
 }
 
@@ -156,7 +158,7 @@ func (e *engine) keep(userID, key string, rec idemstore.Record, obs *observation
 	if rec.Fingerprint == obs.hash {
 		raw = obs.raw
 	}
-	e.cache.put(userID, key, rec.Fingerprint, raw, *rec.Response, e.clock(), rec.ExpiresAt)
+	e.cache.Put(userID, key, rec.Fingerprint, raw, *rec.Response, e.clock(), rec.ExpiresAt)
 }
 
 // recoverClaim handles a failed claim. A claim can commit and still fail on
@@ -314,7 +316,7 @@ func (e *engine) complete(ctx context.Context, ref idemstore.Ref, resp idemstore
 	}
 	if e.cache != nil {
 		now := e.clock()
-		e.cache.put(ref.UserID, ref.Key, obs.hash, obs.raw, resp, now, now.Add(e.ttl))
+		e.cache.Put(ref.UserID, ref.Key, obs.hash, obs.raw, resp, now, now.Add(e.ttl))
 	}
 }
 

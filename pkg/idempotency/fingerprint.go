@@ -15,7 +15,9 @@ import (
 	"unsafe"
 
 	"github.com/ichido/ichido/pkg/idempotency/internal/apigw"
+	"github.com/ichido/ichido/pkg/idempotency/internal/canonjson"
 	"github.com/ichido/ichido/pkg/idempotency/internal/problem"
+	"github.com/ichido/ichido/pkg/idempotency/internal/reccache"
 )
 
 // fingerprintVersion starts every hashed input, so that a future change of
@@ -53,7 +55,7 @@ func Fingerprint(req Request) (string, error) {
 	h := sha256.New()
 	writeHead(h, req, query)
 	writePart(h, []byte("json"))
-	if !canonicalJSON(h, body) {
+	if !canonjson.Write(h, body) {
 		h.Reset()
 		writeHead(h, req, query)
 		writePart(h, []byte("raw"))
@@ -68,7 +70,7 @@ func Fingerprint(req Request) (string, error) {
 // it answered, so that a repeat of that very request (a retry sends the same
 // bytes) takes its fingerprint from the cache without canonicalising the
 // body again. The zero value is no digest.
-type rawDigest [sha256.Size]byte
+type rawDigest = reccache.Digest
 
 // rawDigestVersion starts every raw digest, as fingerprintVersion does a
 // fingerprint.

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ichido/ichido/pkg/idempotency/internal/apigw"
+	"github.com/ichido/ichido/pkg/idempotency/internal/canonjson"
 )
 
 func fingerprintOf(t *testing.T, req Request) string {
@@ -176,7 +177,7 @@ func (r *recorder) BlockSize() int      { return 1 }
 func canonical(t *testing.T, body string) (string, bool) {
 	t.Helper()
 	var r recorder
-	if !canonicalJSON(&r, []byte(body)) {
+	if !canonjson.Write(&r, []byte(body)) {
 		return "", false
 	}
 	out := r.Bytes()
@@ -187,10 +188,10 @@ func canonical(t *testing.T, body string) (string, bool) {
 
 // referenceCanonical is the canonical form as encoding/json writes it (the
 // definition the streaming canonicaliser keeps), or false for a body that
-// is not one JSON value, is nested deeper than maxCanonicalDepth or repeats
+// is not one JSON value, is nested deeper than canonjson.MaxDepth or repeats
 // a member name.
 func referenceCanonical(body []byte) (string, bool) {
-	if !utf8.Valid(body) || !json.Valid(body) || nesting(body) > maxCanonicalDepth || hasRepeatedName(body) {
+	if !utf8.Valid(body) || !json.Valid(body) || nesting(body) > canonjson.MaxDepth || hasRepeatedName(body) {
 		return "", false
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
@@ -319,10 +320,10 @@ func TestCanonicalJSONRefusesRepeatedNames(t *testing.T) {
 func TestCanonicalJSONDepth(t *testing.T) {
 	t.Parallel()
 	deep := func(n int) string { return strings.Repeat(`{"a":[`, n) + strings.Repeat(`]}`, n) }
-	_, ok := canonical(t, deep(maxCanonicalDepth/2))
+	_, ok := canonical(t, deep(canonjson.MaxDepth/2))
 	require.True(t, ok)
-	_, ok = canonical(t, deep(maxCanonicalDepth/2+1))
-	require.False(t, ok, "deeper than maxCanonicalDepth is hashed as bytes")
+	_, ok = canonical(t, deep(canonjson.MaxDepth/2+1))
+	require.False(t, ok, "deeper than canonjson.MaxDepth is hashed as bytes")
 	require.NotEmpty(t, fingerprintOf(t, jsonRequest(deep(5000))))
 }
 

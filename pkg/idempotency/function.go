@@ -12,6 +12,7 @@ import (
 	"net/http"
 
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
+	"github.com/ichido/ichido/pkg/idempotency/internal/canonjson"
 )
 
 // FunctionConfig configures Function and SQSHandler. Store, Name and (for
@@ -318,7 +319,7 @@ func payloadHash(name string, checked bool, payload []byte) string {
 		head(h, "none")
 	default:
 		head(h, "json")
-		if !canonicalJSON(h, payload) {
+		if !canonjson.Write(h, payload) {
 			h.Reset()
 			head(h, "raw")
 			writePart(h, payload)

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ichido/ichido/pkg/idempotency/internal/apigw"
+	"github.com/ichido/ichido/pkg/idempotency/internal/canonjson"
 )
 
 func FuzzParseKey(f *testing.F) {
@@ -99,7 +100,7 @@ func FuzzFingerprint(f *testing.F) {
 		// refuses exactly the bodies the reference refuses.
 		want, wantOK := referenceCanonical(raw)
 		var rec recorder
-		gotOK := canonicalJSON(&rec, raw)
+		gotOK := canonjson.Write(&rec, raw)
 		require.Equal(t, wantOK, gotOK, "body %q", raw)
 		if !wantOK {
 			return

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ichido/ichido/pkg/idempotency/internal/apigw"
+	"github.com/ichido/ichido/pkg/idempotency/internal/canonjson"
 	"github.com/ichido/ichido/pkg/idempotency/internal/problem"
 )
 
@@ -147,7 +148,7 @@ func FingerprintBody[T any](part func(T) any) FingerprintFunc {
 		writePart(h, []byte(fieldsHashVersion))
 		writePart(h, bytesOf(req.Method))
 		writePart(h, bytesOf(req.Path))
-		if !canonicalJSON(h, b) {
+		if !canonjson.Write(h, b) {
 			writePart(h, b)
 		}
 		return hex.EncodeToString(h.Sum(nil)), nil

@@ -2,15 +2,10 @@ package idempotency
 
 import (
 	"context"
-	"encoding/json"
-	"io"
 	"log/slog"
-	"slices"
-	"strconv"
-	"sync"
 	"time"
 
-	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/ichido/ichido/pkg/idempotency/internal/emf"
 )
 
 // Outcome is what became of a protected request; it is the "outcome" field
@@ -141,7 +136,7 @@ func (o *observation) retried() bool {
 	return false
 }
 
-func (o *observation) emit(ctx context.Context, logger *slog.Logger, metrics *metricsWriter) {
+func (o *observation) emit(ctx context.Context, logger *slog.Logger, metrics *emf.Writer) {
 	level := slog.LevelInfo
 	switch o.outcome {
 	case OutcomeLeaseLost, OutcomeNotKept:
@@ -225,7 +220,7 @@ func (o *observation) emit(ctx context.Context, logger *slog.Logger, metrics *me
 	if o.permanent {
 		counts = append(counts, metricStorePermanent)
 	}
-	metrics.write(o.start, counts)
+	metrics.Write(o.start, counts)
 }
 
 // storeKeys are the log keys of a Store operation's latency and call count;
@@ -244,75 +239,4 @@ func storeKeys(op string) (ms, calls string) {
 		return "wait_ms", "wait_calls"
 	}
 	return op + "_ms", op + "_calls"
-}
-
-// metricsWriter writes CloudWatch Embedded Metric Format lines, one Write
-// per line so that concurrent requests never interleave. A line is the
-// JSON object
-//
-//	{"FunctionName":…,"_aws":{"CloudWatchMetrics":[{"Namespace":…,"Dimensions":[["FunctionName"]],"Metrics":[{"Name":…,"Unit":"Count"},…]}],"Timestamp":…},"<metric>":1,…}
-//
-// with the members of the outer objects in byte order of their names, as
-// encoding/json writes a map (FunctionName and its dimension only inside
-// Lambda). The parts that never change are built once.
-type metricsWriter struct {
-	mu        sync.Mutex
-	w         io.Writer
-	namespace string
-
-	once sync.Once
-	head string // up to the metric list: `{"FunctionName":…,"_aws":{"CloudWatchMetrics":[{"Namespace":…,"Dimensions":[…],"Metrics":[`
-	mid  string // between the metric list and the timestamp: `]}],"Timestamp":`
-	buf  []byte // the line being written; guarded by mu
-}
-
-func (m *metricsWriter) write(at time.Time, counts []string) {
-	m.once.Do(func() {
-		head := []byte{'{'}
-		dims := "[]"
-		if lambdacontext.FunctionName != "" {
-			head = append(head, `"FunctionName":`...)
-			head = appendJSONString(head, lambdacontext.FunctionName)
-			head = append(head, ',')
-			dims = `["FunctionName"]`
-		}
-		head = append(head, `"_aws":{"CloudWatchMetrics":[{"Namespace":`...)
-		head = appendJSONString(head, m.namespace)
-		head = append(head, `,"Dimensions":[`...)
-		head = append(head, dims...)
-		head = append(head, `],"Metrics":[`...)
-		m.head = string(head)
-		m.mid = `]}],"Timestamp":`
-	})
-	// The metric names are this package's constants: plain lower-case
-	// words, in byte order once sorted.
-	slices.Sort(counts)
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	b := append(m.buf[:0], m.head...)
-	for i, name := range counts {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, `{"Name":"`...)
-		b = append(b, name...)
-		b = append(b, `","Unit":"Count"}`...)
-	}
-	b = append(b, m.mid...)
-	b = strconv.AppendInt(b, at.UnixMilli(), 10)
-	b = append(b, '}')
-	for _, name := range counts {
-		b = append(b, `,"`...)
-		b = append(b, name...)
-		b = append(b, `":1`...)
-	}
-	b = append(b, '}', '\n')
-	m.buf = b
-	_, _ = m.w.Write(b) // metrics are best effort
-}
-
-// appendJSONString appends s as a JSON string, as encoding/json writes it.
-func appendJSONString(b []byte, s string) []byte {
-	q, _ := json.Marshal(s) // a string always marshals
-	return append(b, q...)
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/ichido/ichido/pkg/idempotency/internal/emf"
 	"github.com/stretchr/testify/require"
 )
 
@@ -49,7 +50,7 @@ func TestMetricsLineIsWhatEncodingJSONWrites(t *testing.T) {
 		for _, namespace := range []string{"ichido", `tasks "api" <&>`} {
 			lambdacontext.FunctionName = function
 			var out bytes.Buffer
-			m := &metricsWriter{w: &out, namespace: namespace}
+			m := emf.New(&out, namespace)
 			for _, counts := range [][]string{
 				{string(OutcomeReplayed)},
 				{string(OutcomeCompleted), metricClaimed},
@@ -57,7 +58,7 @@ func TestMetricsLineIsWhatEncodingJSONWrites(t *testing.T) {
 				{string(OutcomeReleased), metricStoreRetried, metricClaimed},
 			} {
 				out.Reset()
-				m.write(at, slices.Clone(counts))
+				m.Write(at, slices.Clone(counts))
 				require.Equal(t, string(reference(namespace, function, at, counts)), out.String(), "function %q namespace %q counts %v", function, namespace, counts)
 			}
 		}

@@ -189,7 +189,7 @@ func (d *decorator) serve(ctx context.Context, view Request, bodySize int, run f
 func (d *decorator) fingerprint(view Request, userID, recordKey string, obs *observation) (string, error) {
 	if d.defaultFingerprint && d.e.cache != nil {
 		obs.raw = rawDigestOf(view)
-		if hash, ok := d.e.cache.hashOf(userID, recordKey, obs.raw); ok {
+		if hash, ok := d.e.cache.HashOf(userID, recordKey, obs.raw); ok {
 			return hash, nil
 		}
 	}

@@ -1,4 +1,7 @@
-package idempotency
+// Package canonjson writes the canonical form of a JSON document into a
+// hash, streaming: the form encoding/json writes for the value decoded with
+// UseNumber, object members sorted by name.
+package canonjson
 
 import (
 	"bytes"
@@ -9,17 +12,17 @@ import (
 	"unicode/utf8"
 )
 
-// maxCanonicalDepth is the deepest nesting of arrays and objects that is
+// MaxDepth is the deepest nesting of arrays and objects that is
 // canonicalised. A deeper body is hashed as its bytes: still one hash per
 // request, only a retry that re-serialises it no longer matches. Real
 // request bodies stay far below it, and the bound keeps the work of
 // reordering nested objects linear in the body's size.
-const maxCanonicalDepth = 64
+const MaxDepth = 64
 
-// canonicalJSON writes the canonical form of body to h as one framed part
+// Write writes the canonical form of body to h as one framed part
 // (8-byte length, then the bytes) and reports true; it reports false, having
 // written to h what the caller must then throw away, when body is not exactly one valid UTF-8 JSON value, is
-// nested deeper than maxCanonicalDepth, or holds an object with a repeated
+// nested deeper than MaxDepth, or holds an object with a repeated
 // member name (which a handler's decoder may read as either value, so such
 // a body is hashed as its bytes and never matches its deduplicated form).
 //
@@ -33,7 +36,7 @@ const maxCanonicalDepth = 64
 // within the size of the largest object plus, for nested objects that are
 // not already in order, a second buffer of the largest such object, and
 // four bytes per open member.
-func canonicalJSON(h hash.Hash, body []byte) bool {
+func Write(h hash.Hash, body []byte) bool {
 	if len(body) > math.MaxUint32/2 {
 		return false
 	}
@@ -158,9 +161,9 @@ func (c *canonicaliser) value(depth int) bool {
 	}
 	switch b := c.src[c.pos]; {
 	case b == '{':
-		return depth < maxCanonicalDepth && c.object(depth+1)
+		return depth < MaxDepth && c.object(depth+1)
 	case b == '[':
-		return depth < maxCanonicalDepth && c.array(depth+1)
+		return depth < MaxDepth && c.array(depth+1)
 	case b == '"':
 		return c.str()
 	case b == '-' || (b >= '0' && b <= '9'):
