@@ -15,10 +15,10 @@ import (
 // digests have equal fingerprints.
 type Digest [sha256.Size]byte
 
-// EntryOverhead is what one entry costs besides its strings: the list
-// element, the map slot, the entry struct and the headers map. Measured in
-// about 600 bytes with two headers when it was measured, rounded up.
-const EntryOverhead = 640
+// entryOverhead is what one entry costs besides its strings: the list
+// element, the map slot, the entry struct and the headers map; about 600
+// bytes with two headers when it was measured, rounded up.
+const entryOverhead = 640
 
 // Cache is the LRU of completed records. It is safe for concurrent use.
 type Cache struct {
@@ -114,7 +114,7 @@ func (c *Cache) Put(userID, key, fingerprint string, raw Digest, resp idemstore.
 		ExpiresAt:   expiresAt,
 		deadline:    time.Now().Add(left),
 	}
-	e.size = EntryOverhead + len(userID) + len(key) + len(fingerprint) + len(resp.Body)
+	e.size = entryOverhead + len(userID) + len(key) + len(fingerprint) + len(resp.Body)
 	for name, value := range resp.Headers {
 		e.size += len(name) + len(value)
 	}
