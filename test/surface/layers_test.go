@@ -49,7 +49,7 @@ func TestStoresImportTheContract(t *testing.T) {
 // the test helpers, and nothing else.
 func TestLibraryImportsNothingOfTheRepository(t *testing.T) {
 	t.Parallel()
-	for _, p := range goList(t, "./pkg/...") {
+	for _, p := range libraryPackages(t) {
 		var outside []string
 		for _, d := range deps(t, p) {
 			if !strings.HasPrefix(d, module+"/pkg/") {
@@ -57,7 +57,7 @@ func TestLibraryImportsNothingOfTheRepository(t *testing.T) {
 			}
 		}
 		if strings.HasSuffix(p, "/storetest") {
-			outside = slices.DeleteFunc(outside, func(d string) bool { return d == module+"/internal/capture" })
+			outside = slices.DeleteFunc(outside, func(d string) bool { return d == module+"/internal/testkit/capture" })
 		}
 		require.Empty(t, outside, "%s imports packages of the repository's own", p)
 	}
