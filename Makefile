@@ -35,13 +35,17 @@ db-start: ## Start the private PostgreSQL (pg_cron preloaded) and print its URL 
 db-stop: ## Stop the private PostgreSQL
 	@$(GO) run ./cmd/devdb stop
 
+# The repository holds three Go modules, used together through go.work: the
+# sample app and its tooling (go.mod), the library (pkg/go.mod) and the test
+# helpers (internal/testkit/go.mod). `./...` at the root covers the first
+# alone; the pattern `work` covers the packages of every module of go.work.
 .PHONY: test
 test: deps lint verify ## Lint, model-check, then run every test against real servers and stop them
 	@mkdir -p $(LOCAL)
 	@rm -f $(LOCAL)/rehearse.txt
 	@$(GO) run ./cmd/devdb url >/dev/null
 	@set -o pipefail; \
-	  $(GO) test $(GOTESTFLAGS) -count=1 -timeout 14m ./... 2>&1 | tee $(LOCAL)/test.log; status=$$?; \
+	  $(GO) test $(GOTESTFLAGS) -count=1 -timeout 14m work 2>&1 | tee $(LOCAL)/test.log; status=$$?; \
 	  if [ $$status -eq 0 ]; then \
 	    ICHIDO_TEST_ANYWHERE=1 $(GO) test $(GOTESTFLAGS) -count=1 -timeout 10m ./test/anywhere 2>&1 | tee -a $(LOCAL)/test.log; status=$$?; \
 	  fi; \
@@ -62,15 +66,15 @@ test-stop-extra:: ## (internal) stop servers other test targets started
 	@true
 
 # `make lint` is part of `make test`: a change lands only with a clean tree.
-# staticcheck is the version pinned by go.mod's tool directive (go tool
-# staticcheck), so every clone runs the same checks; a finding that is a
-# deliberate choice is silenced where it stands, with a reason:
-# //lint:ignore <check> <why>.
+# It checks every module of go.work (pattern work). staticcheck is the
+# version pinned by go.mod's tool directive (go tool staticcheck), so every
+# clone runs the same checks; a finding that is a deliberate choice is
+# silenced where it stands, with a reason: //lint:ignore <check> <why>.
 .PHONY: lint
 lint: ## go vet, gofmt and staticcheck (pinned in go.mod); part of make test
-	@$(GO) vet ./... || { echo >&2; echo "make lint: go vet found the problems above; fix them (make test runs make lint)" >&2; exit 1; }
+	@$(GO) vet work || { echo >&2; echo "make lint: go vet found the problems above; fix them (make test runs make lint)" >&2; exit 1; }
 	@files="$$(gofmt -l $$(git ls-files '*.go'))"; test -z "$$files" || { echo "make lint: these files are not gofmt-formatted; run gofmt -w on them:" >&2; echo "$$files" >&2; exit 1; }
-	@$(GO) tool staticcheck ./... || { echo >&2; echo "make lint: staticcheck found the problems above (file:line: message (check)); fix them, or silence a deliberate one with //lint:ignore <check> <reason> (make test runs make lint)" >&2; exit 1; }
+	@$(GO) tool staticcheck work || { echo >&2; echo "make lint: staticcheck found the problems above (file:line: message (check)); fix them, or silence a deliberate one with //lint:ignore <check> <reason> (make test runs make lint)" >&2; exit 1; }
 
 .PHONY: vet
 vet: lint ## Same as lint

@@ -6,9 +6,9 @@ require (
 	github.com/anishathalye/porcupine v1.3.1
 	github.com/aws/aws-lambda-go v1.55.1
 	github.com/aws/aws-sdk-go-v2 v1.48.0
-	github.com/aws/aws-sdk-go-v2/config v1.33.18
+	github.com/aws/aws-sdk-go-v2/config v1.33.18 // indirect
 	github.com/aws/aws-sdk-go-v2/credentials v1.21.0
-	github.com/aws/aws-sdk-go-v2/feature/rds/auth v1.7.12
+	github.com/aws/aws-sdk-go-v2/feature/rds/auth v1.7.12 // indirect
 	github.com/aws/aws-sdk-go-v2/service/dynamodb v1.74.0
 	github.com/aws/smithy-go v1.28.9
 	github.com/go-chi/chi/v5 v5.5.0
@@ -74,3 +74,18 @@ require (
 )
 
 tool honnef.co/go/tools/cmd/staticcheck
+
+// The library (pkg/) and the test helpers (internal/testkit/) are modules of
+// their own in this repository, so that a program that imports the library
+// does not get the sample app's and the tooling's dependencies. They are
+// used from their folders here, also with GOWORK=off; go.work puts the three
+// modules in one workspace for development (make test, make lint).
+require (
+	github.com/ichido/ichido/internal/testkit v0.0.0
+	github.com/ichido/ichido/pkg v0.0.0
+)
+
+replace (
+	github.com/ichido/ichido/internal/testkit => ./internal/testkit
+	github.com/ichido/ichido/pkg => ./pkg
+)

@@ -4,12 +4,12 @@
 #
 # PostgreSQL: with DATABASE_URL set, the bench works in a schema of its own
 # there and drops it at the end. Otherwise it starts a private cluster of its
-# own (internal/pgtest) rather than the shared one of `make db-start`: it records
+# own (internal/testkit/pgtest) rather than the shared one of `make db-start`: it records
 # and fixes the durability settings it compares (fsync, synchronous_commit
 # on), puts a few GB of keys in, and must not be stopped halfway by a
 # concurrent `make test`. Redis: a private redis-server and a private Valkey
-# 8.1 (internal/redistest; make deps builds Valkey).
-# DynamoDB: a private moto_server (internal/dynamotest), for the requests and
+# 8.1 (internal/testkit/redistest; make deps builds Valkey).
+# DynamoDB: a private moto_server (internal/testkit/dynamotest), for the requests and
 # capacity of the DynamoDB store, never for its latency.
 
 BENCHFLAGS ?=

@@ -56,7 +56,7 @@ python_tools
 
 # moto_server (the Python package moto with its server extra) is the
 # DynamoDB API server that the tests of pkg/idempotency/dynamostore start
-# (internal/dynamotest). It is looked for on PATH, in pyenv's Pythons and in
+# (internal/testkit/dynamotest). It is looked for on PATH, in pyenv's Pythons and in
 # .local/pytools, as the tests look for it; when none has it, pip installs
 # it, into .local/pytools when the system's Python refuses. Without PyPI
 # this says so and goes on: those tests then fail with the command to run.

@@ -45,8 +45,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ichido/ichido/internal/pgtest"
-	"github.com/ichido/ichido/internal/redistest"
+	"github.com/ichido/ichido/internal/testkit/pgtest"
+	"github.com/ichido/ichido/internal/testkit/redistest"
 )
 
 // config is what the flags choose.

@@ -17,9 +17,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/ichido/ichido/internal/apptest"
 	"github.com/ichido/ichido/internal/lambdarie"
-	"github.com/ichido/ichido/internal/pgtest"
 	"github.com/ichido/ichido/internal/samtemplate"
+	"github.com/ichido/ichido/internal/testkit/pgtest"
 )
 
 // The user and the task the sample events address.
@@ -255,7 +256,7 @@ func TestInvokeCommand(t *testing.T) {
 	ctx := context.Background()
 	root, err := lambdarie.ModuleRoot()
 	require.NoError(t, err)
-	db := pgtest.New(t)
+	db := apptest.New(t)
 	bootstrap, err := lambdarie.BuildBootstrap(ctx, "./functions/list-tasks", t.TempDir())
 	require.NoError(t, err)
 

@@ -15,10 +15,11 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/internal/capture"
+	"github.com/ichido/ichido/internal/apptest"
 	"github.com/ichido/ichido/internal/localapi"
-	"github.com/ichido/ichido/internal/pgtest"
 	"github.com/ichido/ichido/internal/samtemplate"
+	"github.com/ichido/ichido/internal/testkit/capture"
+	"github.com/ichido/ichido/internal/testkit/pgtest"
 )
 
 // server is the command running in the test, on a free loopback port.
@@ -35,7 +36,7 @@ type server struct {
 // waits for its ready line.
 func startServer(t *testing.T, extraEnv ...string) *server {
 	t.Helper()
-	db := pgtest.New(t)
+	db := apptest.New(t)
 	env := map[string]string{"DATABASE_URL": db.URL, "LOG_LEVEL": "error"}
 	for _, kv := range extraEnv {
 		k, v, _ := strings.Cut(kv, "=")

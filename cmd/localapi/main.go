@@ -43,9 +43,9 @@ import (
 
 	"github.com/ichido/ichido/internal/localapi"
 	"github.com/ichido/ichido/internal/migrate"
-	"github.com/ichido/ichido/internal/pgtest"
 	"github.com/ichido/ichido/internal/samtemplate"
 	"github.com/ichido/ichido/internal/taskfn"
+	"github.com/ichido/ichido/internal/testkit/pgtest"
 )
 
 func main() {

@@ -11,7 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/internal/pgtest"
+	"github.com/ichido/ichido/internal/apptest"
 )
 
 // TestFeed feeds task events through the local queue to the real handler
@@ -23,7 +23,7 @@ func TestFeed(t *testing.T) {
 	for _, fifo := range []bool{false, true} {
 		t.Run(map[bool]string{false: "standard", true: "fifo"}[fifo], func(t *testing.T) {
 			t.Parallel()
-			db := pgtest.New(t)
+			db := apptest.New(t)
 			user, taskA, taskB := uuid.NewString(), uuid.NewString(), uuid.NewString()
 			line := func(id, task, kind string) string {
 				return `{"event_id":"` + id + `","user_id":"` + user + `","task_id":"` + task + `","kind":"` + kind + `","occurred_at":"2026-12-01T09:00:00Z"}`

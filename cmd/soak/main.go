@@ -28,7 +28,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/ichido/ichido/internal/pgtest"
+	"github.com/ichido/ichido/internal/testkit/pgtest"
 )
 
 // row is one row of the report; the tests write the same fields.

@@ -12,7 +12,7 @@ import (
 
 	"github.com/ichido/ichido/internal/dbsetup"
 	"github.com/ichido/ichido/internal/migrate"
-	"github.com/ichido/ichido/internal/pgtest"
+	"github.com/ichido/ichido/internal/testkit/pgtest"
 )
 
 var cfg = dbsetup.Config{Database: "ichido", MasterUser: "ichido_admin", MigrateUser: "ichido_migrate", AppUser: "ichido_app"}

@@ -10,7 +10,7 @@ import (
 	"runtime"
 	"strings"
 
-	"github.com/ichido/ichido/internal/pgtest"
+	"github.com/ichido/ichido/internal/testkit/pgtest"
 )
 
 // RIEModule is the emulator's module path and the version the project
@@ -116,6 +116,7 @@ func FunctionPackage(logicalID string) string {
 	return "./functions/" + b.String()
 }
 
-// ModuleRoot returns the directory of the project's go.mod, searched
+// ModuleRoot returns the repository's root, the directory of its top-level
+// go.mod (not of the nested pkg/ or internal/testkit/ modules), searched
 // upwards from the working directory.
 func ModuleRoot() (string, error) { return pgtest.ModuleRoot() }

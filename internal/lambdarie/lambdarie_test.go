@@ -12,7 +12,7 @@ import (
 
 	"github.com/ichido/ichido/internal/lambdarie"
 
-	"github.com/ichido/ichido/internal/capture"
+	"github.com/ichido/ichido/internal/testkit/capture"
 )
 
 // TestEmulator runs a real bootstrap (a test function built here) under the

@@ -21,8 +21,8 @@ import (
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/internal/capture"
 	"github.com/ichido/ichido/internal/localapi"
+	"github.com/ichido/ichido/internal/testkit/capture"
 )
 
 const userID = "6f1b0d6e-3c0a-4a53-9d0e-3f7c8f3b2a11"

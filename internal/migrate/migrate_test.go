@@ -15,8 +15,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ichido/ichido/internal/apptest"
 	"github.com/ichido/ichido/internal/migrate"
-	"github.com/ichido/ichido/internal/pgtest"
+	"github.com/ichido/ichido/internal/testkit/pgtest"
 	"github.com/ichido/ichido/migrations"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
 )
@@ -55,7 +56,7 @@ func TestUpDownUp(t *testing.T) {
 
 func TestKeyStoreIsUnloggedAndTasksAreNot(t *testing.T) {
 	t.Parallel()
-	db := pgtest.New(t)
+	db := apptest.New(t)
 	rows, err := db.Pool.Query(context.Background(), `
 		SELECT c.relname, c.relpersistence::text FROM pg_class c
 		JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -77,7 +78,7 @@ func TestKeyStoreIsUnloggedAndTasksAreNot(t *testing.T) {
 
 func TestCronJobsRegistered(t *testing.T) {
 	t.Parallel()
-	db := pgtest.New(t)
+	db := apptest.New(t)
 	var cronDB string
 	require.NoError(t, db.Pool.QueryRow(context.Background(), `SELECT current_database()`).Scan(&cronDB))
 	rows, err := db.Pool.Query(context.Background(),
@@ -121,7 +122,7 @@ func count(t *testing.T, db *pgtest.DB, where string) int {
 func TestPurgeRemovesExactlyTheExpiredInBatches(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := pgtest.New(t)
+	db := apptest.New(t)
 	insertKeys(t, db, 25, -time.Minute) // expired
 	insertKeys(t, db, 7, time.Hour)     // live
 
@@ -143,7 +144,7 @@ func TestPurgeRemovesExactlyTheExpiredInBatches(t *testing.T) {
 func TestPgCronRunsThePurge(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := pgtest.New(t)
+	db := apptest.New(t)
 	var same bool
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT current_database() = current_setting('cron.database_name')`).Scan(&same))
 	if !same {

@@ -22,11 +22,11 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/ichido/ichido/internal/capture"
 	"github.com/ichido/ichido/internal/dbsetup"
 	"github.com/ichido/ichido/internal/lambdarie"
-	"github.com/ichido/ichido/internal/pgtest"
 	"github.com/ichido/ichido/internal/samtemplate"
+	"github.com/ichido/ichido/internal/testkit/capture"
+	"github.com/ichido/ichido/internal/testkit/pgtest"
 )
 
 // The template's defaults for the database's names.

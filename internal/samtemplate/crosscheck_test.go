@@ -297,8 +297,8 @@ func parseGoFiles(t *testing.T, dir string) []*ast.File {
 // depends on, and the folder of every module package.
 var (
 	depsOnce sync.Once
-	fnDeps   map[string][]string // function import path -> module deps (and itself)
-	pkgDirs  map[string]string   // module import path -> folder
+	fnDeps   map[string][]string // function import path -> the repository's deps (and itself)
+	pkgDirs  map[string]string   // import path -> folder, for the functions and their deps
 	depsErr  error
 )
 
@@ -317,7 +317,10 @@ func functionDeps(t *testing.T) (map[string][]string, map[string]string) {
 			}
 			return out, nil
 		}
-		out, err := goList("-f", "{{.ImportPath}} {{.Dir}}", "./...")
+		// The functions and every package they import, with its folder:
+		// the library's packages are in a module of their own (pkg/), which
+		// ./... of this module does not cover.
+		out, err := goList("-deps", "-f", "{{.ImportPath}} {{.Dir}}", "./functions/...")
 		if err != nil {
 			depsErr = err
 			return

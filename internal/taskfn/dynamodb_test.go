@@ -9,8 +9,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/internal/dynamotest"
-	"github.com/ichido/ichido/internal/pgtest"
+	"github.com/ichido/ichido/internal/apptest"
+	"github.com/ichido/ichido/internal/testkit/dynamotest"
 	"github.com/ichido/ichido/pkg/idempotency/dynamostore"
 )
 
@@ -19,7 +19,7 @@ import (
 // decorator behaves the same. Not parallel: the AWS SDK reads its endpoint
 // and credentials from the process's environment.
 func TestBuildDynamoDBStore(t *testing.T) {
-	db := pgtest.New(t)
+	db := apptest.New(t)
 	srv := dynamotest.StartT(t)
 	client := dynamotest.NewClientAt(srv.Endpoint, dynamotest.ClientOptions{})
 	st, err := dynamostore.New(client, &dynamostore.Options{Table: "keys"})

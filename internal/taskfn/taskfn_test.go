@@ -16,11 +16,12 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/internal/capture"
-	"github.com/ichido/ichido/internal/pgtest"
+	"github.com/ichido/ichido/internal/apptest"
 	"github.com/ichido/ichido/internal/problem"
-	"github.com/ichido/ichido/internal/redistest"
 	"github.com/ichido/ichido/internal/tasks"
+	"github.com/ichido/ichido/internal/testkit/capture"
+	"github.com/ichido/ichido/internal/testkit/pgtest"
+	"github.com/ichido/ichido/internal/testkit/redistest"
 	"github.com/ichido/ichido/pkg/dbpool"
 	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
@@ -80,7 +81,7 @@ func problemCode(t *testing.T, resp events.APIGatewayV2HTTPResponse) string {
 // each with the sample events.
 func TestBuildURLMode(t *testing.T) {
 	t.Parallel()
-	db := pgtest.New(t)
+	db := apptest.New(t)
 	var out capture.Buffer
 	f, err := build(context.Background(), urlEnv(db.URL, map[string]string{"LOG_LEVEL": "debug"}), &out)
 	require.NoError(t, err)
@@ -159,7 +160,7 @@ func TestBuildURLMode(t *testing.T) {
 // TestBuildExported checks the exported Build on a URL-mode environment.
 func TestBuildExported(t *testing.T) {
 	t.Parallel()
-	db := pgtest.New(t)
+	db := apptest.New(t)
 	f, err := Build(context.Background(), urlEnv(db.URL, map[string]string{"LOG_LEVEL": "error", "IDEMPOTENCY_TTL": "1h", "IDEMPOTENCY_STORE": "postgres"}))
 	require.NoError(t, err)
 	defer f.Close()
@@ -241,7 +242,7 @@ func TestBuildUnreachableDatabase(t *testing.T) {
 // Redis, not in the database, and the decorator behaves the same.
 func TestBuildRedisStore(t *testing.T) {
 	t.Parallel()
-	db := pgtest.New(t)
+	db := apptest.New(t)
 	srv := redistest.StartT(t)
 	f, err := build(context.Background(), urlEnv(db.URL, map[string]string{"IDEMPOTENCY_STORE": "redis", "REDIS_URL": srv.URL()}), io.Discard)
 	require.NoError(t, err)
@@ -308,7 +309,7 @@ func TestMigrate(t *testing.T) {
 // of answering every protected request 500 later.
 func TestBuildRefusesAStoreWithoutGrants(t *testing.T) {
 	t.Parallel()
-	db := pgtest.New(t)
+	db := apptest.New(t)
 	ctx := context.Background()
 	role := "taskfn_nogrant_" + strings.ReplaceAll(db.Schema, "t_", "")
 	_, err := db.Pool.Exec(ctx, "CREATE ROLE "+role+" LOGIN")

@@ -14,9 +14,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/internal/pgtest"
+	"github.com/ichido/ichido/internal/apptest"
 	"github.com/ichido/ichido/internal/problem"
 	"github.com/ichido/ichido/internal/tasks"
+	"github.com/ichido/ichido/internal/testkit/pgtest"
 )
 
 const (
@@ -32,7 +33,7 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	db := pgtest.New(t)
+	db := apptest.New(t)
 	e := &env{db: db}
 	e.api = tasks.NewAPI(tasks.NewService(db.Pool), &tasks.Options{Logger: e.quietLogger()})
 	return e

@@ -3,7 +3,7 @@ package dbpool_test
 import (
 	"testing"
 
-	"github.com/ichido/ichido/internal/pgtest"
+	"github.com/ichido/ichido/internal/testkit/pgtest"
 )
 
 // TestMain gives the Examples the environment a local run of a function

@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/internal/pgtest"
+	"github.com/ichido/ichido/internal/testkit/pgtest"
 	"github.com/ichido/ichido/pkg/dbpool"
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
@@ -108,7 +108,10 @@ func TestQueryModeThroughTransactionPooling(t *testing.T) {
 // parameter pgbouncer would refuse) is needed.
 func TestStoreConformanceThroughPgBouncer(t *testing.T) {
 	t.Parallel()
-	db := pgtest.New(t)
+	db := pgtest.NewWith(t, func(ctx context.Context, pool *pgxpool.Pool) error {
+		_, err := pgstore.Migrate(ctx, pool, nil)
+		return err
+	})
 	serverURL, err := pgtest.SharedURL(t.Context())
 	require.NoError(t, err)
 	server, err := pgx.ParseConfig(serverURL)

@@ -19,7 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ichido/ichido/internal/lambdarie"
-	"github.com/ichido/ichido/internal/pgtest"
+	"github.com/ichido/ichido/internal/testkit/pgtest"
 )
 
 // TestClosedFolder copies the working tree (what git tracks, and what it

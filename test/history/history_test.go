@@ -28,9 +28,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/internal/dynamotest"
-	"github.com/ichido/ichido/internal/pgtest"
-	"github.com/ichido/ichido/internal/redistest"
+	"github.com/ichido/ichido/internal/apptest"
+	"github.com/ichido/ichido/internal/testkit/dynamotest"
+	"github.com/ichido/ichido/internal/testkit/redistest"
 	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/dynamostore"
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
@@ -371,7 +371,7 @@ func TestHistory(t *testing.T) {
 	}
 	stores := []func(t *testing.T) storeUnderTest{
 		func(t *testing.T) storeUnderTest {
-			db := pgtest.New(t)
+			db := apptest.New(t)
 			return storeUnderTest{kind: "postgres", addr: db.URL, open: func(t *testing.T) idemstore.Store { return pgstore.New(db.Pool, nil) }}
 		},
 		func(t *testing.T) storeUnderTest {

@@ -13,10 +13,11 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ichido/ichido/internal/apptest"
 	"github.com/ichido/ichido/internal/localapi"
-	"github.com/ichido/ichido/internal/pgtest"
 	"github.com/ichido/ichido/internal/problem"
 	"github.com/ichido/ichido/internal/taskfn"
+	"github.com/ichido/ichido/internal/testkit/pgtest"
 	"github.com/ichido/ichido/pkg/idempotency"
 )
 
@@ -57,7 +58,7 @@ func rawToken(claims map[string]any) string {
 // changes only as documented.
 func TestBadInput(t *testing.T) {
 	t.Parallel()
-	db := pgtest.New(t)
+	db := apptest.New(t)
 	w := startWorker(t, modeTaskfn, workerEnv(db.URL, nil))
 	alice, bob := newUser(), newUser()
 

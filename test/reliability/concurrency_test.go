@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/internal/pgtest"
+	"github.com/ichido/ichido/internal/apptest"
 	"github.com/ichido/ichido/pkg/idempotency"
 )
 
@@ -28,7 +28,7 @@ func TestSameKeyAcrossProcesses(t *testing.T) {
 	n := scale(4, 8)
 	rounds := scale(50, 200)
 
-	db := pgtest.New(t)
+	db := apptest.New(t)
 	workers := make([]*worker, n)
 	var wg sync.WaitGroup
 	for i := range workers {

@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ichido/ichido/internal/migrate"
-	"github.com/ichido/ichido/internal/pgtest"
 	"github.com/ichido/ichido/internal/problem"
+	"github.com/ichido/ichido/internal/testkit/pgtest"
 	"github.com/ichido/ichido/pkg/idempotency"
 )
 

@@ -12,8 +12,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ichido/ichido/internal/apptest"
 	"github.com/ichido/ichido/internal/localapi"
-	"github.com/ichido/ichido/internal/pgtest"
+	"github.com/ichido/ichido/internal/testkit/pgtest"
 	"github.com/ichido/ichido/pkg/idempotency"
 )
 
@@ -52,7 +53,7 @@ func FuzzRequest(f *testing.F) {
 	f.Add(uint8(4), "/tasks", uint8(0), "", `{"title":"x"}`, uint8(0), "", "")
 	f.Add(uint8(0), "/nope/%zz", uint8(0), "", "", uint8(0), "", "")
 
-	db := pgtest.New(f)
+	db := apptest.New(f)
 	handlers, err := wire(db.Pool, wiring{})
 	require.NoError(f, err)
 	routes, err := templateRoutes()

@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/internal/pgtest"
+	"github.com/ichido/ichido/internal/apptest"
 	"github.com/ichido/ichido/pkg/idempotency"
 )
 
@@ -42,7 +42,7 @@ func largeBody(size int, open, item, end string) []byte {
 func TestLargeBodiesUnderTheFunctionMemory(t *testing.T) {
 	t.Parallel()
 	rounds := scale(1, 5)
-	db := pgtest.New(t)
+	db := apptest.New(t)
 	w := startWorker(t, modeSpy, workerEnv(db.URL, map[string]string{"GOMEMLIMIT": "256MiB"}))
 	idle := w.stats(t, true)
 

@@ -10,7 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/internal/pgtest"
+	"github.com/ichido/ichido/internal/apptest"
+	"github.com/ichido/ichido/internal/testkit/pgtest"
 	"github.com/ichido/ichido/pkg/idempotency"
 )
 
@@ -26,7 +27,7 @@ func TestKilledWorker(t *testing.T) {
 		t.Run("killed "+block+" the insert", func(t *testing.T) {
 			t.Parallel()
 			rounds := scale(1, 5)
-			db := pgtest.New(t)
+			db := apptest.New(t)
 			survivor := startWorker(t, modeSpy, workerEnv(db.URL, map[string]string{envMaxLease: maxLease.String()}))
 			ctx := context.Background()
 			var probes, kills int

@@ -13,7 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/internal/pgtest"
+	"github.com/ichido/ichido/internal/apptest"
 	"github.com/ichido/ichido/pkg/idempotency"
 )
 
@@ -74,7 +74,7 @@ func TestSteadyLoad(t *testing.T) {
 		users    = 20
 		inFlight = 256
 	)
-	db := pgtest.New(t)
+	db := apptest.New(t)
 	w := startWorker(t, modeTaskfn, workerEnv(db.URL, nil))
 	tokens := make([]string, users)
 	for i := range tokens {

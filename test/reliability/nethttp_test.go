@@ -15,8 +15,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ichido/ichido/internal/apptest"
 	"github.com/ichido/ichido/internal/localapi"
-	"github.com/ichido/ichido/internal/pgtest"
 	"github.com/ichido/ichido/internal/tasks"
 	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
@@ -110,7 +110,7 @@ func TestKilledHTTPServer(t *testing.T) {
 	t.Parallel()
 	const heartbeat = time.Second
 	rounds := scale(1, 5)
-	db := pgtest.New(t)
+	db := apptest.New(t)
 	ctx := context.Background()
 	env := workerEnv(db.URL, map[string]string{envHeartbeat: heartbeat.String()})
 	survivor := startWorker(t, modeNetHTTP, env)

@@ -27,13 +27,35 @@ func root(t *testing.T) string {
 	return dir
 }
 
+// goList runs go list in the repository's root with args.
 func goList(t *testing.T, args ...string) []string {
 	t.Helper()
+	return goListIn(t, root(t), args...)
+}
+
+// goListIn runs go list in dir with args.
+func goListIn(t *testing.T, dir string, args ...string) []string {
+	t.Helper()
 	cmd := exec.Command("go", append([]string{"list"}, args...)...)
-	cmd.Dir = root(t)
+	cmd.Dir = dir
 	out, err := cmd.Output()
-	require.NoError(t, err, "go list %v", args)
+	var stderr string
+	if ee, ok := err.(*exec.ExitError); ok {
+		stderr = string(ee.Stderr)
+	}
+	require.NoError(t, err, "go list %v in %s: %s", args, dir, stderr)
 	return strings.Fields(string(out))
+}
+
+// The repository's modules, by folder: the sample app and its tooling (the
+// root), the library and the test helpers. Each is listed in its own
+// folder, so that the lists hold with or without go.work.
+var modules = []string{".", "pkg", filepath.Join("internal", "testkit")}
+
+// libraryPackages lists the packages of the library's module (pkg/go.mod).
+func libraryPackages(t *testing.T) []string {
+	t.Helper()
+	return goListIn(t, filepath.Join(root(t), "pkg"), "./...")
 }
 
 // The packages another module can import are the library's alone.
@@ -41,19 +63,28 @@ func TestOnlyTheLibraryIsImportable(t *testing.T) {
 	t.Parallel()
 	library := regexp.MustCompile(`^` + regexp.QuoteMeta(module) + `/pkg/(idempotency(/[a-z0-9]+)*|dbpool)$`)
 	var importable []string
-	for _, p := range goList(t, "./...") {
-		rel := strings.TrimPrefix(p, module)
-		if strings.Contains(rel+"/", "/internal/") || strings.HasPrefix(rel, "/functions/") ||
-			strings.HasPrefix(rel, "/cmd/") || strings.HasPrefix(rel, "/test/") || rel == "/migrations" {
-			continue // internal, or a main, a test-only package or the app's SQL
+	for _, dir := range modules {
+		for _, p := range goListIn(t, filepath.Join(root(t), dir), "./...") {
+			rel := strings.TrimPrefix(p, module)
+			if strings.Contains(rel+"/", "/internal/") || strings.HasPrefix(rel, "/functions/") ||
+				strings.HasPrefix(rel, "/cmd/") || strings.HasPrefix(rel, "/pkg/cmd/") ||
+				strings.HasPrefix(rel, "/test/") || rel == "/migrations" {
+				continue // internal, or a main, a test-only package or the app's SQL
+			}
+			importable = append(importable, p)
 		}
-		importable = append(importable, p)
 	}
 	require.NotEmpty(t, importable)
 	for _, p := range importable {
 		require.Regexp(t, library, p, "%s can be imported by another module but is not the library: move it under internal/", p)
 	}
-	for _, p := range goList(t, "./pkg/...") {
+	// The library's module holds the library, its internal packages and
+	// the operations command (a main, which no program imports).
+	for _, p := range libraryPackages(t) {
+		if strings.HasPrefix(p, module+"/pkg/cmd/") {
+			require.Equal(t, []string{"main"}, goList(t, "-f", "{{.Name}}", p), "%s is under pkg/cmd/ but is not a command", p)
+			continue
+		}
 		require.Regexp(t, library, p)
 	}
 }
@@ -64,7 +95,7 @@ var internalName = regexp.MustCompile(`\b(apigw|problem|pgtest|redistest|dynamot
 // write the value it asks for.
 func TestPublicSignaturesNeedNoInternalPackage(t *testing.T) {
 	t.Parallel()
-	for _, p := range goList(t, "./pkg/...") {
+	for _, p := range libraryPackages(t) {
 		if strings.Contains(p, "/internal/") {
 			continue // the library's own machinery: no user sees it
 		}

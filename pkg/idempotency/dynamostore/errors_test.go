@@ -16,7 +16,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/internal/dynamotest"
+	"github.com/ichido/ichido/internal/testkit/dynamotest"
 	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/dynamostore"
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"

@@ -17,8 +17,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/internal/dynamotest"
-	"github.com/ichido/ichido/internal/pgtest"
+	"github.com/ichido/ichido/internal/testkit/dynamotest"
+	"github.com/ichido/ichido/internal/testkit/pgtest"
 	"github.com/ichido/ichido/pkg/idempotency/dynamostore"
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/storetest"

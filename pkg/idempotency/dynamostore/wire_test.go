@@ -13,7 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/internal/dynamotest"
+	"github.com/ichido/ichido/internal/testkit/dynamotest"
 	"github.com/ichido/ichido/pkg/idempotency/dynamostore"
 )
 

@@ -14,8 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/internal/capture"
-	"github.com/ichido/ichido/internal/pgtest"
+	"github.com/ichido/ichido/internal/testkit/capture"
 	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
 )
@@ -26,7 +25,7 @@ import (
 func TestCompleteRunInTx(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := pgtest.New(t)
+	db := newDB(t)
 	_, err := db.Pool.Exec(ctx, `CREATE TABLE work (key text PRIMARY KEY)`)
 	require.NoError(t, err)
 	st := pgstore.New(db.Pool, nil)
@@ -109,7 +108,7 @@ func TestCompleteRunInTx(t *testing.T) {
 func TestAtomicCompletionMismatchIsRefused(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := pgtest.New(t)
+	db := newDB(t)
 	st := pgstore.New(db.Pool, nil)
 
 	t.Run("Wrap", func(t *testing.T) {
@@ -191,7 +190,7 @@ func problemCodeOf(t *testing.T, body string) string {
 func TestAtomicCompletionThenFailure(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := pgtest.New(t)
+	db := newDB(t)
 	st := pgstore.New(db.Pool, nil)
 
 	for _, commit := range []bool{true, false} {

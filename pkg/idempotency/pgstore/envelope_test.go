@@ -8,7 +8,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/internal/pgtest"
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
 )
@@ -36,7 +35,7 @@ func envelopeCases() []idemstore.Response {
 // hand-written parser must take that text and give what encoding/json gives.
 func TestEnvelopeThroughJSONB(t *testing.T) {
 	t.Parallel()
-	db := pgtest.New(t)
+	db := newDB(t)
 	ctx := context.Background()
 	for i, want := range envelopeCases() {
 		text, err := pgstore.EncodeEnvelope(want)

@@ -7,7 +7,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/internal/pgtest"
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
 	"github.com/ichido/ichido/pkg/idempotency/storetest"
@@ -18,7 +17,7 @@ import (
 func TestFunctionBehaviour(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, storetest.Config{Parts: storetest.Function, New: func(t *testing.T) idemstore.Store {
-		return pgstore.New(pgtest.New(t).Pool, nil)
+		return pgstore.New(newDB(t).Pool, nil)
 	}})
 }
 
@@ -35,7 +34,7 @@ func storeAt(t *testing.T, url string) idemstore.Store {
 // handle the same SQS batch at once: every record runs once.
 func TestSQSBatchAcrossProcesses(t *testing.T) {
 	t.Parallel()
-	storetest.Run(t, storetest.Config{Parts: storetest.Processes, Processes: &storetest.ProcessesConfig{N: 8, WorkerTest: "TestSQSBatchWorker", URL: pgtest.New(t).URL, NewAt: storeAt}})
+	storetest.Run(t, storetest.Config{Parts: storetest.Processes, Processes: &storetest.ProcessesConfig{N: 8, WorkerTest: "TestSQSBatchWorker", URL: newDB(t).URL, NewAt: storeAt}})
 }
 
 // TestSQSBatchWorker is one process of TestSQSBatchAcrossProcesses.

@@ -12,7 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/internal/pgtest"
+	"github.com/ichido/ichido/internal/testkit/pgtest"
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
 	"github.com/ichido/ichido/pkg/idempotency/storetest"

@@ -6,7 +6,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/internal/pgtest"
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
 	"github.com/ichido/ichido/pkg/idempotency/storetest"
@@ -17,7 +16,7 @@ import (
 // and its retry the replay, instead of 503 and then 409 for the lease.
 func TestLostClaimReply(t *testing.T) {
 	t.Parallel()
-	db := pgtest.New(t)
+	db := newDB(t)
 	u, err := url.Parse(db.URL)
 	require.NoError(t, err)
 	storetest.Run(t, storetest.Config{Parts: storetest.LostReply, Server: u.Host, Through: func(t *testing.T, addr string) idemstore.Store {

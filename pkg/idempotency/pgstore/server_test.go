@@ -8,8 +8,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/internal/migrate"
-	"github.com/ichido/ichido/internal/pgtest"
+	"github.com/ichido/ichido/internal/testkit/pgtest"
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
 )
@@ -24,7 +23,7 @@ func TestServerGone(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = cluster.Destroy() })
 	pool := newPool(t, cluster.URL("")+"&connect_timeout=5", nil)
-	_, err = migrate.Up(ctx, pool)
+	err = migrateStore(ctx, pool)
 	require.NoError(t, err)
 
 	st := pgstore.New(pool, nil)
@@ -56,7 +55,7 @@ func TestServerGone(t *testing.T) {
 // batches, leaves the live ones, and skips a row that a claim holds locked.
 func TestPurgeOfStoreRecords(t *testing.T) {
 	t.Parallel()
-	db := pgtest.New(t)
+	db := newDB(t)
 	st := pgstore.New(db.Pool, nil)
 	ctx := context.Background()
 	// The purge compares with the server's clock, so these times are real.

@@ -14,8 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/internal/migrate"
-	"github.com/ichido/ichido/internal/pgtest"
+	"github.com/ichido/ichido/internal/testkit/pgtest"
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
 	"github.com/ichido/ichido/pkg/idempotency/storetest"
@@ -48,7 +47,7 @@ func newBrokenStore(t *testing.T) idemstore.Store {
 // which may use the key store's schema but was granted nothing on its
 // table: every call is refused with "permission denied" (42501).
 func newMisconfiguredStore(t *testing.T) idemstore.Store {
-	db := pgtest.New(t)
+	db := newDB(t)
 	ctx := context.Background()
 	role := "nogrant_" + strings.ReplaceAll(uuid.NewString()[:13], "-", "")
 	_, err := db.Pool.Exec(ctx, "CREATE ROLE "+role+" LOGIN")
@@ -72,7 +71,7 @@ const tooLargeBody = 2 << 20
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, storetest.Config{Parts: storetest.Contract, New: func(t *testing.T) idemstore.Store {
-		return pgstore.New(pgtest.New(t).Pool, &pgstore.Options{MaxRecordBytes: tooLargeBody})
+		return pgstore.New(newDB(t).Pool, &pgstore.Options{MaxRecordBytes: tooLargeBody})
 	}, NewBrokenStore: newBrokenStore, NewMisconfiguredStore: newMisconfiguredStore, TooLargeBody: tooLargeBody})
 }
 
@@ -81,7 +80,7 @@ func TestConformance(t *testing.T) {
 func TestHTTPBehaviour(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, storetest.Config{Parts: storetest.HTTP, New: func(t *testing.T) idemstore.Store {
-		return pgstore.New(pgtest.New(t).Pool, nil)
+		return pgstore.New(newDB(t).Pool, nil)
 	}})
 }
 
@@ -93,7 +92,7 @@ func TestConformanceQueryExecModes(t *testing.T) {
 	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol} {
 		t.Run(mode.String(), func(t *testing.T) {
 			t.Parallel()
-			db := pgtest.New(t) // one schema for the mode: the suite's keys are random
+			db := newDB(t) // one schema for the mode: the suite's keys are random
 			storetest.Run(t, storetest.Config{Parts: storetest.Contract, New: func(t *testing.T) idemstore.Store {
 				return pgstore.New(newPool(t, db.URL, func(c *pgxpool.Config) {
 					c.ConnConfig.DefaultQueryExecMode = mode
@@ -118,7 +117,7 @@ func (c *statementCounter) take() int64 { return c.n.Swap(0) }
 
 func TestRoundTrips(t *testing.T) {
 	t.Parallel()
-	db := pgtest.New(t)
+	db := newDB(t)
 	counter := &statementCounter{}
 	st := pgstore.New(newPool(t, db.URL, func(c *pgxpool.Config) { c.ConnConfig.Tracer = counter }), nil)
 	ctx := context.Background()
@@ -151,7 +150,7 @@ func TestRoundTrips(t *testing.T) {
 // normalise), and an unrepresentable body is marked base64.
 func TestEnvelopeKeepsBodyAsString(t *testing.T) {
 	t.Parallel()
-	db := pgtest.New(t)
+	db := newDB(t)
 	st := pgstore.New(db.Pool, nil)
 	ctx := context.Background()
 	now := time.Now()
@@ -184,7 +183,7 @@ func TestEnvelopeKeepsBodyAsString(t *testing.T) {
 // claim replaces them in place.
 func TestTakeoverOfExpiredRows(t *testing.T) {
 	t.Parallel()
-	db := pgtest.New(t)
+	db := newDB(t)
 	st := pgstore.New(db.Pool, nil)
 	ctx := context.Background()
 	now := time.Now().Add(-time.Hour).Truncate(time.Millisecond).UTC() // in the past: see storetest
@@ -233,7 +232,7 @@ func TestTakeoverOfExpiredRows(t *testing.T) {
 // without the migrations gives a idemstore.Error that says what to do.
 func TestSchemaOption(t *testing.T) {
 	t.Parallel()
-	db := pgtest.New(t)
+	db := newDB(t)
 	ctx := context.Background()
 	other := "Other_" + db.Schema // mixed case: the name must be quoted
 	base, err := pgtest.SharedURL(ctx)
@@ -243,7 +242,7 @@ func TestSchemaOption(t *testing.T) {
 	t.Cleanup(func() { pgtest.DropSchema(context.Background(), base, other) })
 	otherURL, err := pgtest.WithSearchPath(base, `"`+other+`"`)
 	require.NoError(t, err)
-	_, err = migrate.Up(ctx, newPool(t, otherURL, nil))
+	err = migrateStore(ctx, newPool(t, otherURL, nil))
 	require.NoError(t, err)
 
 	st := pgstore.New(db.Pool, &pgstore.Options{Schema: other})

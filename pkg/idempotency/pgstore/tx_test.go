@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/internal/pgtest"
 	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
@@ -21,7 +20,7 @@ import (
 // transaction commits and rolls back together with the handler's writes.
 func TestCompleteInTx(t *testing.T) {
 	t.Parallel()
-	db := pgtest.New(t)
+	db := newDB(t)
 	st := pgstore.New(db.Pool, nil)
 	ctx := context.Background()
 	_, err := db.Pool.Exec(ctx, `CREATE TABLE work (key text PRIMARY KEY)`)
@@ -95,7 +94,7 @@ func TestCompleteInTx(t *testing.T) {
 func TestAtomicCompletionThroughWrap(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := pgtest.New(t)
+	db := newDB(t)
 	_, err := db.Pool.Exec(ctx, `CREATE TABLE work (key text PRIMARY KEY)`)
 	require.NoError(t, err)
 	counter := &statementCounter{}

@@ -10,7 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ichido/ichido/internal/redistest"
+	"github.com/ichido/ichido/internal/testkit/redistest"
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/redisstore"
 )

@@ -21,8 +21,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/internal/pgtest"
-	"github.com/ichido/ichido/internal/redistest"
+	"github.com/ichido/ichido/internal/testkit/pgtest"
+	"github.com/ichido/ichido/internal/testkit/redistest"
 	"github.com/ichido/ichido/pkg/idempotency/redisstore"
 )
 

@@ -6,7 +6,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ichido/ichido/internal/redistest"
+	"github.com/ichido/ichido/internal/testkit/redistest"
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/redisstore"
 	"github.com/ichido/ichido/pkg/idempotency/storetest"

@@ -10,7 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/internal/dynamotest"
+	"github.com/ichido/ichido/internal/testkit/dynamotest"
 	"github.com/ichido/ichido/pkg/idempotency/dynamostore"
 	"github.com/ichido/ichido/pkg/idempotency/storeenv"
 )

@@ -8,10 +8,11 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/internal/pgtest"
-	"github.com/ichido/ichido/internal/redistest"
+	"github.com/ichido/ichido/internal/testkit/pgtest"
+	"github.com/ichido/ichido/internal/testkit/redistest"
 	"github.com/ichido/ichido/pkg/dbpool"
 	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
@@ -86,9 +87,19 @@ func replays(t *testing.T, store idemstore.Store) {
 	require.Equal(t, 1, runs)
 }
 
+// newDB gives the test a schema of its own with the key store created in it
+// by pgstore.Migrate.
+func newDB(t *testing.T) *pgtest.DB {
+	t.Helper()
+	return pgtest.NewWith(t, func(ctx context.Context, pool *pgxpool.Pool) error {
+		_, err := pgstore.Migrate(ctx, pool, nil)
+		return err
+	})
+}
+
 func TestOpenPostgresFromDatabaseURL(t *testing.T) {
 	t.Parallel()
-	db := pgtest.New(t)
+	db := newDB(t)
 	store, closeStore, err := storeenv.Open(context.Background(), env(map[string]string{"DB_AUTH": "url", "DATABASE_URL": db.URL}), nil)
 	require.NoError(t, err)
 	defer closeStore()
@@ -100,7 +111,7 @@ func TestOpenPostgresFromDatabaseURL(t *testing.T) {
 
 func TestOpenPostgresWithAPool(t *testing.T) {
 	t.Parallel()
-	db := pgtest.New(t)
+	db := newDB(t)
 	// The database variables are not read: none is set.
 	store, closeStore, err := storeenv.Open(context.Background(), env(nil), &storeenv.Options{Pool: db.Pool})
 	require.NoError(t, err)

@@ -17,7 +17,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/internal/capture"
+	"github.com/ichido/ichido/internal/testkit/capture"
 	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 )

@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/internal/pgtest"
+	"github.com/ichido/ichido/internal/testkit/pgtest"
 )
 
 func TestKeystoreCommand(t *testing.T) {

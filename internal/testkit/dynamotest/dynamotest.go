@@ -50,7 +50,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/ichido/ichido/internal/pgtest"
+	"github.com/ichido/ichido/internal/testkit/pgtest"
 )
 
 // EnvEndpoint names the variable that points the tests at an existing
@@ -413,7 +413,9 @@ func FindServer() (string, error) {
 	if wd, err := os.Getwd(); err == nil {
 		for d := wd; ; d = filepath.Dir(d) {
 			candidates = append(candidates, filepath.Join(d, ".local", "pytools", "bin", "moto_server"))
-			if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil || filepath.Dir(d) == d {
+			// Up to the repository's root (.local is there), past the
+			// go.mod of a nested module (pkg/, internal/testkit/).
+			if pgtest.IsModuleRoot(d) || filepath.Dir(d) == d {
 				break
 			}
 		}

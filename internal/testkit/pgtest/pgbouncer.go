@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ichido/ichido/internal/capture"
+	"github.com/ichido/ichido/internal/testkit/capture"
 )
 
 // PgBouncerPackage is the Debian package that provides pgbouncer.

@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ichido/ichido/internal/pgtest"
+	"github.com/ichido/ichido/internal/testkit/pgtest"
 )
 
 // slots is the number of hash slots of a Redis Cluster.

@@ -1,9 +1,9 @@
 // Package pgtest starts private PostgreSQL clusters for tests and local runs,
-// and hands each test a schema of its own with the project's migrations
-// applied.
+// and hands each test a schema of its own with the migrations it names
+// applied (NewWith).
 //
-// With nothing set, the first caller in a module starts one shared cluster
-// under .local/pg at the module root (initdb on a free port, pg_cron
+// With nothing set, the first caller in the repository starts one shared
+// cluster under .local/pg at the repository root (initdb on a free port, pg_cron
 // preloaded and able to run its jobs), and every test package of the same run
 // reuses it; `make test` stops it at the end, `make db-stop` does by hand.
 // With TEST_DATABASE_URL or DATABASE_URL set, that database is used instead.

@@ -9,8 +9,6 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/ichido/ichido/internal/migrate"
 )
 
 // DB is a schema of its own for one test.
@@ -23,13 +21,17 @@ type DB struct {
 	Pool *pgxpool.Pool
 }
 
-// New gives the test a fresh schema with every migration applied. The schema
-// (and its pg_cron jobs) is dropped when the test ends. A test that cannot
-// get its database fails with a message saying what to install.
-func New(t testing.TB) *DB {
+// NewWith gives the test a fresh schema with up applied in it (up gets a
+// pool whose search_path is the schema): the sample app's migrations
+// (internal/apptest) or the key store's alone (pkg/internal/storedb). This
+// package imports neither, so that the library's module does not depend on
+// the app's. The schema (and its pg_cron jobs) is dropped when the test
+// ends. A test that cannot get its database fails with a message saying
+// what to install.
+func NewWith(t testing.TB, up func(context.Context, *pgxpool.Pool) error) *DB {
 	t.Helper()
 	db := NewEmpty(t)
-	if _, err := migrate.Up(context.Background(), db.Pool); err != nil {
+	if err := up(context.Background(), db.Pool); err != nil {
 		t.Fatalf("pgtest: applying migrations in schema %s: %v", db.Schema, err)
 	}
 	return db

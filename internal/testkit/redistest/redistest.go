@@ -35,7 +35,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/ichido/ichido/internal/pgtest"
+	"github.com/ichido/ichido/internal/testkit/pgtest"
 )
 
 // Package is the Debian package that provides redis-server.

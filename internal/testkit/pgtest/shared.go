@@ -225,22 +225,43 @@ func lock(path string) (func(), error) {
 	return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
 }
 
-// ModuleRoot returns the directory of the project's go.mod, searched upwards
-// from the working directory (go test runs each package in its own folder).
+// RootModule is the module path of the repository's top-level go.mod. The
+// library (pkg/go.mod) and this package's module (internal/testkit/go.mod)
+// are modules of their own below it, with paths that start with this one.
+const RootModule = "github.com/ichido/ichido"
+
+// ModuleRoot returns the repository's root, the directory of the top-level
+// go.mod (module RootModule exactly, not a nested module of the repository),
+// searched upwards from the working directory (go test runs each package in
+// its own folder).
 func ModuleRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
 	}
 	for {
-		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-		if err == nil && strings.Contains(string(b), "module github.com/ichido/ichido") {
+		if IsModuleRoot(dir) {
 			return dir, nil
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", errors.New("pgtest: the project's go.mod was not found above the working directory")
+			return "", errors.New("pgtest: the project's go.mod (module " + RootModule + ") was not found above the working directory")
 		}
 		dir = parent
 	}
+}
+
+// IsModuleRoot reports whether dir holds the repository's top-level go.mod,
+// the one whose module line names RootModule itself.
+func IsModuleRoot(dir string) bool {
+	b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "module" {
+			return strings.Trim(f[1], `"`) == RootModule
+		}
+	}
+	return false
 }

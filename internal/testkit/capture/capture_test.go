@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/internal/capture"
+	"github.com/ichido/ichido/internal/testkit/capture"
 )
 
 // TestConcurrentWriters: every write lands whole, whatever the interleaving,

@@ -12,11 +12,12 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/internal/dynamotest"
-	"github.com/ichido/ichido/internal/pgtest"
-	"github.com/ichido/ichido/internal/redistest"
+	"github.com/ichido/ichido/internal/testkit/dynamotest"
+	"github.com/ichido/ichido/internal/testkit/pgtest"
+	"github.com/ichido/ichido/internal/testkit/redistest"
 	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/dynamostore"
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
@@ -36,7 +37,10 @@ func TestRecordCommands(t *testing.T) {
 		setup func(t *testing.T) (idemstore.Store, func(string) string, []string)
 	}{
 		{"postgres", func(t *testing.T) (idemstore.Store, func(string) string, []string) {
-			db := pgtest.New(t)
+			db := pgtest.NewWith(t, func(ctx context.Context, pool *pgxpool.Pool) error {
+				_, err := pgstore.Migrate(ctx, pool, nil)
+				return err
+			})
 			return pgstore.New(db.Pool, nil), func(name string) string {
 				if name == "DATABASE_URL" {
 					return db.URL
