@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"hash"
-	"net/http"
 
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/internal/canonjson"
@@ -207,7 +206,7 @@ func (f *function[In, Out]) call(ctx context.Context, in In) (out Out, err error
 			// marker, so that a repeat fails with ErrResultNotKept
 			// instead of running fn again.
 			obs.err = fmt.Errorf("the result of %s does not encode as JSON: %w", f.cfg.Name, err)
-			return notKept(http.StatusOK), true, nil
+			return notKept(0), true, nil
 		}
 		return resp, true, nil
 	})
@@ -245,11 +244,8 @@ func resultResponse(out any) (idemstore.Response, error) {
 	if err != nil {
 		return idemstore.Response{}, err
 	}
-	return idemstore.Response{
-		StatusCode: http.StatusOK,
-		Headers:    map[string]string{"Content-Type": "application/json"},
-		Body:       string(body),
-	}, nil
+	// A result, not an HTTP response: no status, no headers.
+	return idemstore.Response{Body: string(body)}, nil
 }
 
 // callOwner is the default owner token of a function call: the

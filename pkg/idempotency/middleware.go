@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/ichido/ichido/pkg/idempotency/internal/apigw"
 	"github.com/ichido/ichido/pkg/idempotency/internal/problem"
@@ -37,6 +36,7 @@ func Middleware(cfg Config) (func(http.Handler) http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	d.rawBodies = true
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			// Methods are compared in upper case, as Wrap compares them: a
@@ -59,8 +59,6 @@ func Middleware(cfg Config) (func(http.Handler) http.Handler, error) {
 				}
 			}
 			buf := &responseBuffer{header: http.Header{}}
-			// The limit counts the body's bytes: a binary body is not
-			// counted as the base64 text the Request view holds it in.
 			answer, own, _ := d.serve(r.Context(), RequestFromHTTP(r, body), len(body), func(ctx context.Context) (apigw.Response, error) {
 				inner := r.WithContext(ctx)
 				inner.Body = io.NopCloser(bytes.NewReader(body))
@@ -120,14 +118,10 @@ func (w *responseBuffer) response() apigw.Response {
 	if !w.wroteHeader {
 		status = http.StatusOK
 	}
-	resp := apigw.Response{StatusCode: status, Headers: w.header.Clone()}
-	if b := w.body.Bytes(); utf8.Valid(b) {
-		resp.Body = string(b)
-	} else {
-		resp.Body = base64.StdEncoding.EncodeToString(b)
-		resp.IsBase64Encoded = true
-	}
-	return resp
+	// The body's bytes as they are: every store keeps any bytes, so a plain
+	// server's response is never encoded to be stored or decoded to be
+	// replayed.
+	return apigw.Response{StatusCode: status, Headers: w.header.Clone(), Body: w.body.String()}
 }
 
 // writeTo sends the buffered response, every header the handler set
@@ -147,16 +141,18 @@ func (w *responseBuffer) writeTo(out http.ResponseWriter) {
 
 // writeResponse writes a decorator's answer to w.
 func writeResponse(w http.ResponseWriter, resp apigw.Response) {
-	body := []byte(resp.Body)
-	if resp.IsBase64Encoded {
-		if decoded, err := base64.StdEncoding.DecodeString(resp.Body); err == nil {
-			body = decoded
-		}
-	}
 	h := w.Header()
 	for name, values := range resp.Headers {
 		h[name] = values
 	}
 	w.WriteHeader(resp.StatusCode)
-	_, _ = w.Write(body) // the client went away; nothing to be done
+	// A body kept base64 (a Lambda handler's, under the same keys) is
+	// decoded; any other is written as it is, without a copy.
+	if resp.IsBase64Encoded {
+		if decoded, err := base64.StdEncoding.DecodeString(resp.Body); err == nil {
+			_, _ = w.Write(decoded)
+			return
+		}
+	}
+	_, _ = io.WriteString(w, resp.Body) // the client went away; nothing to be done
 }

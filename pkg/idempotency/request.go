@@ -1,13 +1,11 @@
 package idempotency
 
 import (
-	"encoding/base64"
 	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -50,9 +48,12 @@ type Request struct {
 	// Headers maps each lower-case header name to every value found for it
 	// (for v1, in "headers" and "multiValueHeaders" both).
 	Headers map[string][]string
-	// Body is the body exactly as API Gateway delivered it.
+	// Body is the body: as API Gateway delivered it for a Lambda event
+	// (base64 text when IsBase64Encoded), the bytes as they arrived for a
+	// net/http request.
 	Body string
-	// IsBase64Encoded reports that Body is base64 text.
+	// IsBase64Encoded reports that Body is base64 text (a Lambda event's
+	// binary body; never for a net/http request).
 	IsBase64Encoded bool
 	// RequestID is API Gateway's own request id (requestContext.requestId).
 	RequestID string
@@ -261,8 +262,10 @@ func fromALB(r events.ALBTargetGroupRequest) Request {
 // idempotency fingerprint, a handler) sees the same values behind API
 // Gateway and in a plain HTTP server: Version 2, the escaped path as sent,
 // the raw query string and its parsed parameters, lower-case header names with
-// every value, and a body that is not UTF-8 as base64 with IsBase64Encoded.
-// Claims and AuthorizerContext are nil: a plain server has no authorizer.
+// every value, and the body's bytes as they are (never base64: a Go string
+// holds any bytes, and the fingerprint is the same as for the same bytes
+// sent base64 in a Lambda event). Claims and AuthorizerContext are nil: a
+// plain server has no authorizer.
 func RequestFromHTTP(r *http.Request, body []byte) Request {
 	out := Request{
 		Version:  2,
@@ -278,12 +281,7 @@ func RequestFromHTTP(r *http.Request, body []byte) Request {
 		lower := strings.ToLower(name)
 		out.Headers[lower] = append(out.Headers[lower], values...)
 	}
-	if utf8.Valid(body) {
-		out.Body = string(body)
-	} else {
-		out.Body = base64.StdEncoding.EncodeToString(body)
-		out.IsBase64Encoded = true
-	}
+	out.Body = string(body)
 	return out
 }
 func stringify(v any) string {

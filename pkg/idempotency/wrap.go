@@ -2,6 +2,7 @@ package idempotency
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -59,6 +60,9 @@ type decorator struct {
 	// defaultFingerprint: Config.Fingerprint was left to Fingerprint, whose
 	// inputs rawDigestOf covers.
 	defaultFingerprint bool
+	// rawBodies: Middleware keeps a response body as its bytes, never
+	// base64.
+	rawBodies bool
 }
 
 func newDecorator(cfg Config) (*decorator, error) {
@@ -272,6 +276,14 @@ func decodeCookies(value string) []string {
 // of one header are joined with ", ", except Set-Cookie's (encodeCookies).
 func (d *decorator) stored(resp apigw.Response) idemstore.Response {
 	s := idemstore.Response{StatusCode: resp.StatusCode, Body: resp.Body, IsBase64Encoded: resp.IsBase64Encoded}
+	if d.rawBodies && s.IsBase64Encoded {
+		// An events response given to a store's completion in the
+		// handler's transaction by a net/http handler is kept as
+		// Middleware keeps its own: bytes.
+		if b, err := base64.StdEncoding.DecodeString(s.Body); err == nil {
+			s.Body, s.IsBase64Encoded = string(b), false
+		}
+	}
 	for _, name := range d.replayHeaders {
 		if values := resp.Headers.Values(name); len(values) > 0 {
 			if s.Headers == nil {

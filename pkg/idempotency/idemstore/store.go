@@ -194,7 +194,8 @@ type Record struct {
 
 // Response is a response kept for replay, byte for byte.
 type Response struct {
-	// StatusCode is the handler's HTTP status.
+	// StatusCode is the handler's HTTP status; 0 for a function's result,
+	// which has none.
 	StatusCode int `json:"status"`
 	// Headers are the content headers kept for replay (Content-Type,
 	// Content-Encoding, Location and those listed in Config.ReplayHeaders),
@@ -202,14 +203,15 @@ type Response struct {
 	// except Set-Cookie's, which are kept as a JSON array of strings.
 	Headers map[string]string `json:"headers,omitempty"`
 	// Body is the response body exactly as the handler returned it (base64
-	// text when IsBase64Encoded).
+	// text when IsBase64Encoded; any bytes otherwise), or a function's
+	// result as JSON.
 	Body string `json:"body"`
 	// IsBase64Encoded is the handler's own flag for Body.
 	IsBase64Encoded bool `json:"isBase64Encoded,omitempty"`
 	// NotKept marks the record of a run that completed but whose response
 	// could not be kept: it was too large for the store (ErrTooLarge), or a
 	// function's result does not encode as JSON. StatusCode then holds the
-	// first response's status (200 for a function), and Headers, Body and
+	// first response's status (0 for a function), and Headers, Body and
 	// IsBase64Encoded are empty. A Store keeps the mark with the record and
 	// returns it from Claim like any other field; the engine answers a
 	// retry with it (422 idempotency_response_not_kept for HTTP,

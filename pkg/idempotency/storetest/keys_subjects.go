@@ -324,7 +324,7 @@ var functionKeyCases = []functionCase{
 		}
 		require.EqualValues(t, 2, e.runsOf(m.MessageId))
 	}},
-	{"the replay hook of a function gets the stored result and the record's times", func(t *testing.T, e *funcEnv) {
+	{"the replay hook of a function gets the stored result, without an HTTP status, and the record's times", func(t *testing.T, e *funcEnv) {
 		var replays atomic.Int32
 		var got idempotency.Replay
 		f := e.newOrder(nil, func(c *idempotency.FunctionConfig[order]) {
@@ -345,6 +345,8 @@ var functionKeyCases = []functionCase{
 		var stored receipt
 		require.NoError(t, json.Unmarshal([]byte(got.Response.Body), &stored))
 		require.Equal(t, first.Run, stored.Run)
+		require.Zero(t, got.Response.StatusCode, "a result has no HTTP status")
+		require.Empty(t, got.Response.Headers, "nor headers")
 		require.True(t, claimedAt.Equal(got.CreatedAt), "created %s, want %s", got.CreatedAt, claimedAt)
 		require.True(t, claimedAt.Add(idempotency.DefaultTTL).Equal(got.ExpiresAt))
 	}},
