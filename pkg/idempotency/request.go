@@ -48,12 +48,10 @@ type Request struct {
 	// Headers maps each lower-case header name to every value found for it
 	// (for v1, in "headers" and "multiValueHeaders" both).
 	Headers map[string][]string
-	// Body is the body: as API Gateway delivered it for a Lambda event
-	// (base64 text when IsBase64Encoded), the bytes as they arrived for a
-	// net/http request.
+	// Body is the body as API Gateway delivered it, or as a net/http
+	// request's bytes arrived.
 	Body string
-	// IsBase64Encoded reports that Body is base64 text (a Lambda event's
-	// binary body; never for a net/http request).
+	// IsBase64Encoded reports that Body is base64 text (never for net/http).
 	IsBase64Encoded bool
 	// RequestID is API Gateway's own request id (requestContext.requestId).
 	RequestID string
@@ -262,10 +260,8 @@ func fromALB(r events.ALBTargetGroupRequest) Request {
 // idempotency fingerprint, a handler) sees the same values behind API
 // Gateway and in a plain HTTP server: Version 2, the escaped path as sent,
 // the raw query string and its parsed parameters, lower-case header names with
-// every value, and the body's bytes as they are (never base64: a Go string
-// holds any bytes, and the fingerprint is the same as for the same bytes
-// sent base64 in a Lambda event). Claims and AuthorizerContext are nil: a
-// plain server has no authorizer.
+// every value, and the body's bytes as they are, never base64. Claims and
+// AuthorizerContext are nil: a plain server has no authorizer.
 func RequestFromHTTP(r *http.Request, body []byte) Request {
 	out := Request{
 		Version:  2,
