@@ -172,7 +172,7 @@ func checkAppCron(ctx context.Context, pool *pgxpool.Pool) error {
 	return &appCronError{msg: fmt.Sprintf("migrate: this is database %q, and pg_cron runs its jobs in database %q (cron.database_name); "+
 		"the app's migrations %s schedule pg_cron jobs of their own, which works only there, whoever connects. "+
 		"Either apply them in %q (point DATABASE_URL at it), or set cron.database_name = '%s' in postgresql.conf and restart the server. "+
-		"Nothing was applied. (To create only the idempotency key store here, use pgstore.Migrate or go run ./pkg/cmd/keystore: it schedules its purge from %q.)",
+		"Nothing was applied. (To create only the idempotency key store here, use pgstore.Migrate or go run ./cmd/keystore: it schedules its purge from %q.)",
 		here, cronDB, strings.Join(needs, ", "), cronDB, here, cronDB)}
 }
 

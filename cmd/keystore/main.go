@@ -5,7 +5,7 @@
 //
 // Usage:
 //
-//	go run github.com/ichido/ichido/pkg/cmd/keystore -database-url URL [-schema name] [-no-cron]
+//	go run github.com/ichido/ichido/cmd/keystore -database-url URL [-schema name] [-no-cron]
 //
 // -database-url defaults to $DATABASE_URL. -schema defaults to the
 // connection's current schema (public unless the URL sets search_path).
@@ -26,7 +26,7 @@
 // standard output, that advice first as SQL comments. No database is needed
 // for it:
 //
-//	go run github.com/ichido/ichido/pkg/cmd/keystore -sql db/migrations/idempotency
+//	go run github.com/ichido/ichido/cmd/keystore -sql db/migrations/idempotency
 //
 // # Records
 //
