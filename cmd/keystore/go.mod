@@ -1,3 +1,7 @@
+// The operations command: a module of its own beside the library's, so that
+// `go install github.com/ichido/ichido/cmd/keystore@<version>` works (go
+// install refuses a module whose go.mod replaces anything). In this
+// repository go.work puts the library and the test helpers in place.
 module github.com/ichido/ichido/cmd/keystore
 
 go 1.26.6
@@ -42,9 +46,3 @@ require (
 	golang.org/x/text v0.44.0 // indirect
 )
 
-// The replaces apply only where this module is the main one (development
-// here, with or without go.work); a user's build ignores them.
-replace (
-	github.com/ichido/ichido/internal/testkit => ../../internal/testkit
-	github.com/ichido/ichido/pkg => ../../pkg
-)
