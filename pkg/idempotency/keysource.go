@@ -28,7 +28,10 @@ import (
 // scoped by the user (Config.UserID) and Config.KeyPrefix, so a client can
 // only ever name its own records.
 type KeySource interface {
-	key(ctx context.Context, req Request) (string, error)
+	// requestKey returns req's key in format f, normalised, or why there
+	// is none: errKeyMissing, or an error that errors.Is matches with
+	// errKeyInvalid.
+	requestKey(ctx context.Context, req Request, f KeyFormat) (string, error)
 }
 
 // KeyFunc is a KeySource of your own: it returns the request's key, or ""
@@ -38,24 +41,25 @@ type KeySource interface {
 // client.
 type KeyFunc func(ctx context.Context, req Request) (string, error)
 
-func (f KeyFunc) key(ctx context.Context, req Request) (string, error) { return f(ctx, req) }
+func (f KeyFunc) requestKey(ctx context.Context, req Request, format KeyFormat) (string, error) {
+	raw, err := f(ctx, req)
+	switch {
+	case err != nil && !errors.Is(err, errKeyInvalid):
+		return "", fmt.Errorf("%w: Config.Key failed: %w", errKeyUnreadable, err)
+	case err != nil:
+		return "", err
+	case raw == "":
+		return "", errKeyMissing
+	}
+	return parseKeyElement(raw, format)
+}
 
 // headerKey is the KeySource of a header: the default, Idempotency-Key, or
 // another header's name. Its problems name the header.
 type headerKey string
 
-func (h headerKey) key(_ context.Context, req Request) (string, error) {
-	var key string
-	for _, value := range req.Header(string(h)) {
-		for element := range splitElements(value) {
-			element = strings.Trim(element, " \t")
-			if key != "" && element != key {
-				return "", errKeyTwo
-			}
-			key = element
-		}
-	}
-	return key, nil
+func (h headerKey) requestKey(_ context.Context, req Request, format KeyFormat) (string, error) {
+	return parseKey(req.Header(string(h)), format)
 }
 
 // HeaderKey reads the key from the header name (any case), e.g.
@@ -199,19 +203,7 @@ func validateKeyPrefix(typeName, prefix string) error {
 // requestKey returns the request's key, normalised, or why there is none:
 // errKeyMissing, or an error that errors.Is matches with errKeyInvalid.
 func (d *decorator) requestKey(ctx context.Context, view Request) (string, error) {
-	if h, ok := d.cfg.Key.(headerKey); ok {
-		return parseKey(view.Header(string(h)), d.cfg.KeyFormat)
-	}
-	raw, err := d.cfg.Key.key(ctx, view)
-	switch {
-	case err != nil && !errors.Is(err, errKeyInvalid):
-		return "", fmt.Errorf("%w: Config.Key failed: %w", errKeyUnreadable, err)
-	case err != nil:
-		return "", err
-	case raw == "":
-		return "", errKeyMissing
-	}
-	return parseKeyElement(raw, d.cfg.KeyFormat)
+	return d.cfg.Key.requestKey(ctx, view, d.cfg.KeyFormat)
 }
 
 // errKeyUnreadable is a Config.Key that failed for a reason of its own,

@@ -202,11 +202,7 @@ func (s *Store) Complete(ctx context.Context, c idemstore.Completion) error {
 // another response than the one it completed is refused with 500
 // idempotency_response_mismatch.
 func (s *Store) CompleteRunInTx(ctx context.Context, tx pgx.Tx, result any) (bool, error) {
-	run, ok := runctx.From(ctx)
-	if !ok {
-		return false, nil
-	}
-	c, ok, err := run.TakeCompletion(s, result)
+	_, c, ok, err := s.takeCompletion(ctx, result)
 	if err != nil || !ok {
 		return false, err
 	}
@@ -236,11 +232,7 @@ func (s *Store) CompleteRunInTx(ctx context.Context, tx pgx.Tx, result any) (boo
 // given back to the engine, which completes or releases the record itself
 // when the handler returns (the handler may answer otherwise then).
 func (s *Store) CompleteRunInBatch(ctx context.Context, b *pgx.Batch, result any) (done func(ctx context.Context) error, ok bool, err error) {
-	run, ok := runctx.From(ctx)
-	if !ok {
-		return nil, false, nil
-	}
-	c, ok, err := run.TakeCompletion(s, result)
+	run, c, ok, err := s.takeCompletion(ctx, result)
 	if err != nil || !ok {
 		return nil, false, err
 	}
@@ -269,6 +261,18 @@ func (s *Store) CompleteRunInBatch(ctx context.Context, b *pgx.Batch, result any
 		}
 		return nil
 	}, true, nil
+}
+
+// takeCompletion takes the completion of the run ctx belongs to, for a
+// write by s in its caller's transaction; ok is false when there is none
+// to take.
+func (s *Store) takeCompletion(ctx context.Context, result any) (run runctx.Run, c idemstore.Completion, ok bool, err error) {
+	run, ok = runctx.From(ctx)
+	if !ok {
+		return nil, idemstore.Completion{}, false, nil
+	}
+	c, ok, err = run.TakeCompletion(s, result)
+	return run, c, ok, err
 }
 
 // envelope encodes c's response as response_body keeps it, within the
