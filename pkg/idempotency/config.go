@@ -89,12 +89,12 @@ type Settings struct {
 	LeaseMargin time.Duration
 
 	// Heartbeat is the lease of a run without a deadline (a net/http
-	// request, a call outside Lambda), renewed every third of it while the
-	// run lasts, so that a crashed server frees its key within one
-	// Heartbeat. A run whose lease is lost all the same is cancelled with a
-	// cause that wraps idemstore.ErrLeaseLost. Defaults to 30s
-	// (DefaultHeartbeat); HeartbeatOff turns renewal off (the lease is then
-	// now + MaxLease).
+	// request, a call outside Lambda), renewed every third of it, so that a
+	// crashed server frees its key within one Heartbeat. A run is cancelled
+	// (cause wraps idemstore.ErrLeaseLost) when its lease is lost, and when
+	// no renewal succeeded for Heartbeat less min(LeaseMargin, Heartbeat/3):
+	// before the lease can run out. Defaults to 30s (DefaultHeartbeat);
+	// HeartbeatOff turns renewal off (the lease is then now + MaxLease).
 	Heartbeat time.Duration
 
 	// HeartbeatLongRuns renews the lease of a run with a deadline too, when

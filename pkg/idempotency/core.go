@@ -88,6 +88,7 @@ const (
 // for the first run's answer when Config.WaitForResult is set (wait.go).
 func (e *engine) claim(ctx context.Context, obs *observation, userID, key, hash string) (idemstore.Ref, idemstore.ClaimResult, error) {
 	obs.hash = hash
+	obs.leaseFrom = time.Now() // read before the clock: never later than the lease's start
 	now := e.clock()
 	if res, ok := e.cached(userID, key, now); ok {
 		// A completed record: nothing is claimed, so no owner token is made.
@@ -230,7 +231,7 @@ func (e *engine) execute(ctx context.Context, state *runState, obs *observation,
 	runCtx := ctx
 	var hb *heartbeat
 	if obs.heartbeat {
-		runCtx, hb = e.startHeartbeat(ctx, state.ref)
+		runCtx, hb = e.startHeartbeat(ctx, state, obs.leaseFrom)
 	}
 	start := time.Now()
 	returned := false

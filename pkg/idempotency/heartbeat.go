@@ -45,11 +45,20 @@ func (e *engine) lease(ctx context.Context, now time.Time, beat bool) time.Time 
 	return leaseUntil(ctx, now, time.Now(), e.leaseMargin, e.maxLease)
 }
 
+// renewMargin is how long before its lease could run out, on the local
+// clock, a run whose renewals have all failed is told it may have lost its
+// lease: LeaseMargin (the same margin that covers two clocks' disagreement
+// for a run with a deadline), but at most one beat, so that a short
+// heartbeat still leaves the renewals time.
+func (e *engine) renewMargin() time.Duration {
+	return min(e.leaseMargin, e.heartbeat/heartbeatBeats)
+}
+
 // heartbeat renews one run's lease until stopped. Its counters belong to
 // its goroutine until stop returns.
 type heartbeat struct {
 	e      *engine
-	ref    idemstore.Ref
+	run    *runState
 	cancel context.CancelCauseFunc
 	quit   chan struct{}
 	done   chan struct{}
@@ -59,44 +68,78 @@ type heartbeat struct {
 	err   error // the last failure, if any
 }
 
-// startHeartbeat renews ref's lease every Heartbeat/heartbeatBeats, each
-// time to one heartbeat from then, until the returned heartbeat is stopped.
-// The renewals run detached from ctx's cancellation (a client that went
-// away does not stop the work), each bounded by the renewal period. A
-// renewal that fails is tried again at the next beat; one that finds the
-// lease lost (another invocation took the key over after the renewals
-// failed for a whole lease) stops the beat and cancels the returned
-// context, the run's, with a cause that wraps ErrLeaseLost; so does a
-// renewal that fails permanently (idemstore.Error.Permanent), with a cause that
-// wraps that idemstore.Error, since no later renewal could succeed.
-func (e *engine) startHeartbeat(ctx context.Context, ref idemstore.Ref) (context.Context, *heartbeat) {
+// startHeartbeat renews the run's lease every Heartbeat/heartbeatBeats,
+// each time to one heartbeat from then, until the returned heartbeat is
+// stopped. granted is when, on the local monotonic clock, the claim's lease
+// was measured from (just before the claim was sent). The renewals run
+// detached from ctx's cancellation (a client that went away does not stop
+// the work).
+//
+// The run is told, by cancelling the returned context (the run's) with a
+// cause that wraps ErrLeaseLost, as soon as its lease may be another
+// invocation's:
+//
+//   - when no renewal has succeeded by the last lease's start plus
+//     Heartbeat less renewMargin, on the local monotonic clock (fail
+//     closed: a store that cannot be reached for a whole lease is what lets
+//     another invocation take the key over, and it is exactly then that no
+//     renewal can say so); a renewal that gets through later may still
+//     keep the record, but the run has been told, and the renewals stop;
+//   - when a renewal finds the lease lost (another invocation took the key
+//     over), unless the run's handler completed the record in its own
+//     transaction: a record completed under this run's owner token is this
+//     run's own finish, and the renewals just stop;
+//   - when a renewal fails permanently (idemstore.Error.Permanent), with a
+//     cause that wraps that idemstore.Error, since no later renewal could
+//     succeed.
+//
+// A renewal that fails otherwise is tried again at the next beat. Each is
+// bounded by the renewal period and by the time left before the run is
+// told.
+func (e *engine) startHeartbeat(ctx context.Context, run *runState, granted time.Time) (context.Context, *heartbeat) {
 	runCtx, cancel := context.WithCancelCause(ctx)
-	hb := &heartbeat{e: e, ref: ref, cancel: cancel, quit: make(chan struct{}), done: make(chan struct{})}
-	go hb.run(context.WithoutCancel(ctx))
+	hb := &heartbeat{e: e, run: run, cancel: cancel, quit: make(chan struct{}), done: make(chan struct{})}
+	go hb.beat(context.WithoutCancel(ctx), granted)
 	return runCtx, hb
 }
 
-func (hb *heartbeat) run(ctx context.Context) {
+func (hb *heartbeat) beat(ctx context.Context, granted time.Time) {
 	defer close(hb.done)
-	period := hb.e.heartbeat / heartbeatBeats
+	e := hb.e
+	period := e.heartbeat / heartbeatBeats
+	hold := e.heartbeat - e.renewMargin() // how long a lease is held for, locally
 	ticker := time.NewTicker(period)
 	defer ticker.Stop()
+	told := time.NewTimer(time.Until(granted.Add(hold)))
+	defer told.Stop()
+	var last error // the failure of the renewals since the last success
 	for {
 		select {
 		case <-hb.quit:
 			return
+		case <-told.C:
+			hb.tell(hold, last)
+			return
 		case <-ticker.C:
 		}
-		now := hb.e.clock()
-		rctx, cancel := context.WithTimeout(ctx, period)
-		start := time.Now()
-		err := hb.e.store.Renew(rctx, idemstore.Renewal{Ref: hb.ref, Now: now, LeaseUntil: now.Add(hb.e.heartbeat)})
+		sent, now := time.Now(), e.clock()
+		until := sent.Add(period)
+		if t := granted.Add(hold); t.Before(until) {
+			until = t
+		}
+		rctx, cancel := context.WithDeadline(ctx, until)
+		err := e.store.Renew(rctx, idemstore.Renewal{Ref: hb.run.ref, Now: now, LeaseUntil: now.Add(e.heartbeat)})
 		cancel()
 		hb.calls++
-		hb.ms += msSince(start)
+		hb.ms += msSince(sent)
 		switch {
 		case err == nil:
+			granted, last = sent, nil
+			told.Reset(time.Until(granted.Add(hold)))
 		case errors.Is(err, idemstore.ErrLeaseLost):
+			if hb.run.completionTaken.Load() && e.completedBy(ctx, hb.run.ref) {
+				return // the handler's own transaction completed the record
+			}
 			hb.err = fmt.Errorf("renewing the lease: %w", err)
 			hb.cancel(hb.err)
 			return
@@ -109,9 +152,25 @@ func (hb *heartbeat) run(ctx context.Context) {
 			hb.cancel(hb.err)
 			return
 		default:
+			last = err
 			hb.err = fmt.Errorf("renewing the lease (tried again at the next beat): %w", err)
+			if !time.Now().Before(granted.Add(hold)) {
+				hb.tell(hold, last)
+				return
+			}
 		}
 	}
+}
+
+// tell cancels the run: no renewal has succeeded for hold, so its lease may
+// run out before it could hear so.
+func (hb *heartbeat) tell(hold time.Duration, last error) {
+	err := fmt.Errorf("no renewal of the lease succeeded for %v, so the lease may be another invocation's; the run is cancelled: %w", hold, idemstore.ErrLeaseLost)
+	if last != nil {
+		err = fmt.Errorf("%w (last renewal: %w)", err, last)
+	}
+	hb.err = err
+	hb.cancel(err)
 }
 
 // stop ends the renewals, waits for the last one, and adds them to obs.

@@ -89,6 +89,10 @@ type observation struct {
 	cached    bool      // answered from the local cache, no store call
 	waited    bool      // a duplicate polled for the first run's answer
 	heartbeat bool      // the run's lease is renewed while it runs
+	// leaseFrom is when, on the local monotonic clock, the lease of the
+	// last claim sent was measured from (a heartbeat run is told before it
+	// could run out).
+	leaseFrom time.Time
 }
 
 // storeCall is the latency of one Store call; a repeated call adds up.

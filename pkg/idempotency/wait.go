@@ -57,10 +57,11 @@ func (e *engine) waitForResult(ctx context.Context, obs *observation, c idemstor
 		}
 		pause = min(pause*3/2, longestWaitPause)
 
+		start := time.Now()
+		obs.leaseFrom = start
 		now := e.clock()
 		c.Now, c.ExpiresAt = now, now.Add(e.ttl)
 		c.LeaseUntil = e.lease(ctx, now, obs.heartbeat)
-		start := time.Now()
 		err := obs.timed("wait", func() (err error) {
 			res, err = e.store.Claim(ctx, c)
 			return err

@@ -328,30 +328,56 @@ var cacheWaitHeartbeatCases = []behaviourCase{
 		require.GreaterOrEqual(t, store["renew_calls"], float64(2))
 		require.EqualValues(t, 1, e.runs.Load())
 	}},
-	{"a run whose renewals stop frees its key within one heartbeat, and learns it lost the lease", func(t *testing.T, e *env) {
-		const beat = 300 * time.Millisecond
+	{"a run whose renewals fail is told it lost its lease before the lease can run out, and a retry runs only after", func(t *testing.T, e *env) {
+		const beat = 600 * time.Millisecond
 		b := e.blocking(func(int32) int { return http.StatusCreated })
 		inv := e.wrap(b.handler, withHeartbeat(beat))
 		first := e.async(inv, e.post(`{}`))
 		<-b.started
-		// The first server "crashes": its renewals no longer reach the store.
+		// The first server is cut off from the store: its renewals fail, and
+		// no renewal can reach the store to hear that the lease ran out.
 		e.store.failRenew.Store(true)
-		e.clock.Advance(beat)
-		second := e.async(inv, e.post(`{}`))
-		require.EqualValues(t, 2, <-b.started, "one heartbeat later the retry runs")
-		// The first server's renewals reach the store again: the lease is
-		// someone else's now, and its handler's context says so.
-		e.store.failRenew.Store(false)
-		firstResp := <-first
+		cutOff := time.Now()
+		var firstResp apigw.Response
+		select {
+		case firstResp = <-first:
+		case <-time.After(10 * beat):
+			t.Fatal("the run was never told: its renewals failed for a whole lease and its context is still live")
+		}
+		told := time.Since(cutOff)
 		require.Equal(t, http.StatusInternalServerError, firstResp.StatusCode)
 		b.mu.Lock()
 		cause := b.cause
 		b.mu.Unlock()
 		require.ErrorIs(t, cause, idemstore.ErrLeaseLost)
+		// The last renewal that succeeded was sent before the cut; the lease
+		// it granted runs out one heartbeat after it.
+		require.Less(t, told, beat, "the run is told before its lease can run out")
+		require.Contains(t, e.logLine("released")["error"], "no renewal of the lease succeeded")
+
+		// Only now, its lease run out by the caller's clock, the retry runs.
+		e.clock.Advance(beat)
+		second := e.async(inv, e.post(`{}`))
+		require.EqualValues(t, 2, <-b.started, "one heartbeat later the retry runs")
+		e.store.failRenew.Store(false)
 		close(b.release)
 		require.Equal(t, http.StatusCreated, (<-second).StatusCode)
 		requireReplay(t, apigw.Response{StatusCode: http.StatusCreated, Body: `{"run":2}`,
 			Headers: http.Header{"Content-Type": {"application/json"}, "Location": {"/tasks/2"}}}, e.do(inv, e.post(`{}`)))
+	}},
+	{"a run whose renewal hears its key was taken over learns it lost the lease", func(t *testing.T, e *env) {
+		const beat = 300 * time.Millisecond
+		b := e.blocking(func(int32) int { return http.StatusCreated })
+		inv := e.wrap(b.handler, withHeartbeat(beat))
+		first := e.async(inv, e.post(`{}`))
+		<-b.started
+		e.store.lostRenew.Store(true)
+		require.Equal(t, http.StatusInternalServerError, (<-first).StatusCode)
+		b.mu.Lock()
+		cause := b.cause
+		b.mu.Unlock()
+		require.ErrorIs(t, cause, idemstore.ErrLeaseLost)
+		require.Contains(t, cause.Error(), "renewing the lease")
 	}},
 	{"a run with a deadline keeps the deadline's lease and makes no renewals", func(t *testing.T, e *env) {
 		inv := e.wrap(e.respond(http.StatusCreated), withHeartbeat(30*time.Millisecond))
@@ -432,8 +458,8 @@ var cacheWaitHeartbeatFunctionCases = []functionCase{
 		require.Empty(t, (<-dupC).BatchItemFailures, "the redelivered record waited and counts as done")
 		require.EqualValues(t, 1, e.runsOf(m.MessageId))
 	}},
-	{"a call without a deadline renews its lease and frees its key within one heartbeat when it stops", func(t *testing.T, e *funcEnv) {
-		const beat = 300 * time.Millisecond
+	{"a call without a deadline renews its lease, and is told before the lease can run out when its renewals fail", func(t *testing.T, e *funcEnv) {
+		const beat = 600 * time.Millisecond
 		started, release := make(chan struct{}, 2), make(chan struct{})
 		var causes []error
 		var mu sync.Mutex
@@ -459,17 +485,26 @@ var cacheWaitHeartbeatFunctionCases = []functionCase{
 		_, err := f(context.Background(), o)
 		require.ErrorIs(t, err, idempotency.ErrInProgress, "the renewed lease holds past the first one")
 
+		// Cut off from the store, the call is told before its lease can run
+		// out; only then can a retry run.
 		e.store.failRenew.Store(true)
+		cutOff := time.Now()
+		select {
+		case err := <-firstC:
+			require.ErrorIs(t, err, context.Canceled)
+		case <-time.After(10 * beat):
+			t.Fatal("the call was never told: its renewals failed for a whole lease and its context is still live")
+		}
+		require.Less(t, time.Since(cutOff), beat, "the call is told before its lease can run out")
+		mu.Lock()
+		require.Len(t, causes, 1)
+		require.ErrorIs(t, causes[0], idemstore.ErrLeaseLost)
+		mu.Unlock()
 		e.clock.Advance(beat)
 		secondC := make(chan error, 1)
 		go func() { _, err := f(context.Background(), o); secondC <- err }()
 		<-started
 		e.store.failRenew.Store(false)
-		require.Error(t, <-firstC)
-		mu.Lock()
-		require.Len(t, causes, 1)
-		require.ErrorIs(t, causes[0], idemstore.ErrLeaseLost)
-		mu.Unlock()
 		close(release)
 		require.NoError(t, <-secondC)
 		require.EqualValues(t, 2, e.runsOf(o.ID))

@@ -31,6 +31,9 @@ type faultyStore struct {
 	claims, completes, releases, renews  atomic.Int32
 	failClaim, failComplete, failRelease atomic.Bool
 	failRenew                            atomic.Bool
+	// lostRenew makes every renewal answer ErrLeaseLost, as after another
+	// invocation took the key over.
+	lostRenew atomic.Bool
 	// lostClaimReplies is how many of the next claims reach the inner Store
 	// (and commit there) but answer with a failure, as when the reply is
 	// lost on the way back.
@@ -113,6 +116,9 @@ func (s *faultyStore) Renew(ctx context.Context, r idemstore.Renewal) error {
 	s.renews.Add(1)
 	if s.failRenew.Load() {
 		return &idemstore.Error{Op: "renew", Err: errInjected}
+	}
+	if s.lostRenew.Load() {
+		return idemstore.ErrLeaseLost // as after another invocation's takeover
 	}
 	if s.refuseRenew.Load() {
 		return &idemstore.Error{Op: "renew", Err: errInjected, Permanent: true}
