@@ -1,8 +1,11 @@
 package pgstore_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -163,4 +166,52 @@ func TestAtomicCompletionThroughWrap(t *testing.T) {
 	var rows int
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM work`).Scan(&rows))
 	require.Equal(t, 2, rows, "the failed attempt committed nothing")
+}
+
+// TestCompleteInTxKeepsTheRunAlive runs a handler without a deadline (its
+// lease renewed by the heartbeat) that commits its completion in its own
+// transaction and then goes on working for several beats: the renewals
+// that find the record completed by the run's own owner token must not
+// cancel the run nor report a lost lease.
+func TestCompleteInTxKeepsTheRunAlive(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := newDB(t)
+	st := pgstore.New(db.Pool, nil)
+	const beat = 300 * time.Millisecond
+	var after error
+	handler := func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+		resp := events.APIGatewayV2HTTPResponse{StatusCode: 201, Body: `{"done":true}`}
+		tx, err := db.Pool.Begin(ctx)
+		if err != nil {
+			return events.APIGatewayV2HTTPResponse{}, err
+		}
+		defer func() { _ = tx.Rollback(ctx) }()
+		if ok, err := st.CompleteRunInTx(ctx, tx, resp); err != nil || !ok {
+			return events.APIGatewayV2HTTPResponse{}, fmt.Errorf("completing in the transaction: %v, %w", ok, err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			return events.APIGatewayV2HTTPResponse{}, err
+		}
+		// Work after the commit (a notification, a metric), over several
+		// renewal periods.
+		select {
+		case <-time.After(2 * beat):
+		case <-ctx.Done():
+		}
+		after = context.Cause(ctx)
+		return resp, nil
+	}
+	var logs bytes.Buffer
+	cfg := quiet(idempotency.Config{Store: st, Settings: idempotency.Settings{Heartbeat: beat}})
+	cfg.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
+	wrapped, err := idempotency.Wrap(handler, cfg)
+	require.NoError(t, err)
+	resp, err := wrapped(ctx, protectedRequest("POST", "/orders", uuid.NewString(), uuid.NewString(), `{}`))
+	require.NoError(t, err)
+	require.Equal(t, 201, resp.StatusCode)
+	require.NoError(t, after, "the run's context stays live after its own transaction completed the record")
+	require.Contains(t, logs.String(), `"outcome":"completed"`)
+	require.Contains(t, logs.String(), `"renew_calls"`, "the heartbeat ran while the handler worked on")
+	require.NotContains(t, logs.String(), "lease", "no lost lease is reported")
 }
