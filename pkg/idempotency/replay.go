@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"time"
 
@@ -63,6 +64,14 @@ func (e *engine) replayMetadata(ctx context.Context, obs *observation, rec idems
 	return rec
 }
 
+// hookCopy is the stored response as a replay hook sees it: its headers are
+// a map of the hook's own, since the record's may be the local cache's
+// entry, shared by every later replay and by concurrent ones.
+func hookCopy(r idemstore.Response) idemstore.Response {
+	r.Headers = maps.Clone(r.Headers)
+	return r
+}
+
 // onReplay calls Config.OnReplay with the replayed record and the headers
 // about to be sent, which it may change.
 func (d *decorator) onReplay(ctx context.Context, obs *observation, key string, rec idemstore.Record, header http.Header) {
@@ -70,7 +79,7 @@ func (d *decorator) onReplay(ctx context.Context, obs *observation, key string, 
 	d.cfg.OnReplay(ctx, &Replay{
 		Key:       key,
 		UserID:    rec.UserID,
-		Response:  *rec.Response,
+		Response:  hookCopy(*rec.Response),
 		Header:    header,
 		CreatedAt: rec.CreatedAt,
 		ExpiresAt: rec.ExpiresAt,
@@ -85,7 +94,7 @@ func (f *function[In, Out]) onReplay(ctx context.Context, obs *observation, key 
 	f.cfg.OnReplay(ctx, &Replay{
 		Key:       key,
 		UserID:    rec.UserID,
-		Response:  *rec.Response,
+		Response:  hookCopy(*rec.Response),
 		Header:    http.Header{},
 		CreatedAt: rec.CreatedAt,
 		ExpiresAt: rec.ExpiresAt,
