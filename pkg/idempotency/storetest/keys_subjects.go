@@ -80,6 +80,12 @@ var keyCases = []behaviourCase{
 		require.Contains(t, d.Detail, "X-Idempotency-Key")
 		require.Contains(t, d.Detail, "not a UUID version 4")
 		require.EqualValues(t, 1, e.runs.Load())
+		// One key sent in its two forms, quoted and bare, in one header
+		// (a proxy that joins repeated headers): the same parser as the
+		// default header, so the same key, a replay.
+		both := withKey(e.post(`{}`), "X-Idempotency-Key", `"`+e.key+`", `+strings.ToUpper(e.key))
+		requireReplay(t, first, e.do(inv, both))
+		require.EqualValues(t, 1, e.runs.Load())
 	}},
 	{"an opaque key is accepted when configured and compared exactly", func(t *testing.T, e *env) {
 		cfg := idempotency.Config{KeyFormat: idempotency.KeyOpaque}
