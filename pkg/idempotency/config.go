@@ -47,8 +47,8 @@ var DefaultMethods = []string{http.MethodPost, http.MethodPatch, http.MethodDele
 // BearerToken), never a header or body field that a client sets freely. It
 // returns "" (or an error, which is logged and never shown to the client)
 // when there is no user; the decorator then answers 401. The result is the
-// subject as the identity provider issued it, a UUID or not: the decorator
-// keeps SubjectUUID of it.
+// subject as the identity provider issued it (IssuerSubject with its issuer
+// where several reach one store): the decorator keeps SubjectUUID of it.
 type UserIDFunc func(ctx context.Context, req Request) (string, error)
 
 // ClaimsSubject is the default UserIDFunc: the "sub" claim of a JWT

@@ -29,7 +29,7 @@ func IAMPrincipal(_ context.Context, req Request) (string, error) {
 	if req.IAM == nil || req.IAM.AccountID == "" || req.IAM.UserARN == "" {
 		return "", nil
 	}
-	return derivedUUID("iam", req.IAM.AccountID, req.IAM.UserARN), nil
+	return qualified("iam", req.IAM.AccountID, req.IAM.UserARN), nil
 }
 
 // distinct returns values without repeats, in their order. A REST API

@@ -16,9 +16,9 @@ import (
 func TestIAMPrincipal(t *testing.T) {
 	t.Parallel()
 	user := func(arn string) string {
-		id, err := idempotency.IAMPrincipal(context.Background(), idempotency.Request{IAM: &idempotency.IAMIdentity{AccountID: "123456789012", UserARN: arn}})
+		sub, err := idempotency.IAMPrincipal(context.Background(), idempotency.Request{IAM: &idempotency.IAMIdentity{AccountID: "123456789012", UserARN: arn}})
 		require.NoError(t, err)
-		return id
+		return idempotency.SubjectUUID(sub)
 	}
 	a := user("arn:aws:sts::123456789012:assumed-role/Worker/session-1")
 	require.Len(t, a, 36)
@@ -33,6 +33,7 @@ func TestIAMPrincipal(t *testing.T) {
 	require.NotEqual(t, a, user("arn:aws:sts::123456789012:assumed-role/Worker"))
 	require.NotEqual(t, a, user("arn:aws:sts::123456789012:assumed-role/Other/session-1"))
 	require.NotEqual(t, a, user("arn:aws:iam::123456789012:user/worker"))
+	require.NotEqual(t, a, idempotency.SubjectUUID(a), "a subject that is the text of a principal's id is another user")
 	none, err := idempotency.IAMPrincipal(context.Background(), idempotency.Request{})
 	require.NoError(t, err)
 	require.Empty(t, none, "no IAM identity, no user")

@@ -1,6 +1,7 @@
 package idempotency
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -62,6 +63,44 @@ func TestDerivedIDsAreStable(t *testing.T) {
 	require.Equal(t, "2c47f4a4-3794-5908-827c-25b3b6db5e9d", SubjectUUID("auth0|6543210fedcba"))
 	require.Equal(t, "5f0c7d2e-0c1a-4c3b-9a57-2f1e6f2b9d01", SubjectUUID("5F0C7D2E-0C1A-4C3B-9A57-2F1E6F2B9D01"))
 	require.Empty(t, SubjectUUID(""))
+	require.Empty(t, IssuerSubject("https://issuer.example", ""))
+}
+
+// TestSubjectIDSpacesAreDisjoint: a subject kept as it is, a subject
+// hashed, and a subject qualified by its issuer (or an IAM principal) never
+// share an id, even when one subject is the text of another's id.
+func TestSubjectIDSpacesAreDisjoint(t *testing.T) {
+	victim := SubjectUUID("auth0|victim")
+	require.NotEqual(t, victim, SubjectUUID(victim), "a subject that is the text of another's id takes it over")
+	require.NotEqual(t, victim, SubjectUUID(strings.ToUpper(victim)))
+	require.Equal(t, byte('5'), SubjectUUID(victim)[14], "hashed again, since no subject is kept verbatim as version 5")
+
+	// Versions this package derives (5 and 8) are hashed; others verbatim.
+	v8 := derivedUUID("iam", "123456789012", "arn:aws:iam::123456789012:user/worker")
+	require.NotEqual(t, v8, SubjectUUID(v8))
+	cognito := "5f0c7d2e-0c1a-4c3b-9a57-2f1e6f2b9d01"
+	require.Equal(t, cognito, SubjectUUID(cognito))
+	require.Equal(t, "0190c5d2-7a3b-7c4d-8e5f-6a7b8c9d0e1f", SubjectUUID("0190C5D2-7A3B-7C4D-8E5F-6A7B8C9D0E1F"), "version 7")
+
+	// An IAM principal keeps the id it had: the derived UUID of its parts.
+	principal, err := IAMPrincipal(context.Background(), Request{IAM: &IAMIdentity{AccountID: "123456789012", UserARN: "arn:aws:iam::123456789012:user/worker"}})
+	require.NoError(t, err)
+	require.Equal(t, v8, SubjectUUID(principal))
+	require.NotEqual(t, SubjectUUID(principal), SubjectUUID(SubjectUUID(principal)))
+
+	// Issuer and subject together: two issuers' equal subjects are two users,
+	// and neither is the plain subject, nor the text of the other's id.
+	a := SubjectUUID(IssuerSubject("https://a.example", "42"))
+	b := SubjectUUID(IssuerSubject("https://b.example", "42"))
+	require.NotEqual(t, a, b)
+	require.NotEqual(t, a, SubjectUUID("42"))
+	require.NotEqual(t, a, SubjectUUID(a))
+	require.Equal(t, a, SubjectUUID(IssuerSubject("https://a.example", "42")), "stable")
+	require.NotEqual(t, SubjectUUID(IssuerSubject("https://a.example/4", "2")), a, "the parts are framed")
+	// The qualified form's text without its mark is an ordinary subject.
+	forged := strings.TrimPrefix(IssuerSubject("https://a.example", "42"), "\xff")
+	require.NotEqual(t, a, SubjectUUID(forged))
+	require.Equal(t, byte('5'), SubjectUUID(forged)[14])
 	require.NotEqual(t, SubjectUUID("auth0|x"), SubjectUUID("Auth0|x"), "subjects compare exactly")
 
 	const key = "8e03978e-40d5-43e8-bc93-6894a57f9324"

@@ -68,6 +68,20 @@ var keyCases = []behaviourCase{
 		requireReplay(t, first, e.do(inv, e.post(`{}`)))
 		require.Equal(t, e.user, users[2])
 	}},
+	{"a subject that is the text of another user's id is another user, and replays none of theirs", func(t *testing.T, e *env) {
+		inv := e.wrap(e.respond(http.StatusCreated))
+		victim := e.post(`{}`)
+		victim.sub = "auth0|victim-" + e.user
+		require.Equal(t, http.StatusCreated, e.do(inv, victim).StatusCode)
+		// The attacker's identity provider issued them the subject that is
+		// the victim's id; they send the victim's (guessable) key.
+		attacker := victim
+		attacker.sub = idempotency.SubjectUUID(victim.sub)
+		got := e.do(inv, attacker)
+		require.Equal(t, http.StatusCreated, got.StatusCode)
+		require.Empty(t, got.Headers.Get(idempotency.ReplayedHeader), "the victim's response was replayed to another user")
+		require.EqualValues(t, 2, e.runs.Load())
+	}},
 	{"the key header is configurable", func(t *testing.T, e *env) {
 		inv := e.wrap(e.respond(http.StatusCreated), func(c *idempotency.Config) { c.Key = idempotency.HeaderKey("X-Idempotency-Key") })
 		req := withKey(e.post(`{}`), "x-idempotency-key", e.key)
