@@ -88,6 +88,7 @@ type observation struct {
 	raw       rawDigest // the request's raw digest when it was computed (rawDigestOf)
 	cached    bool      // answered from the local cache, no store call
 	waited    bool      // a duplicate polled for the first run's answer
+	waitedMS  float64   // how long it waited, polls and pauses
 	heartbeat bool      // the run's lease is renewed while it runs
 	// leaseFrom is when, on the local monotonic clock, the lease of the
 	// last claim sent was measured from (a heartbeat run is told before it
@@ -178,6 +179,9 @@ func (o *observation) emit(ctx context.Context, logger *slog.Logger, metrics *em
 		}
 		if o.heartbeat {
 			attrs = append(attrs, slog.Bool("heartbeat", true))
+		}
+		if o.waited {
+			attrs = append(attrs, slog.Float64("waited_ms", o.waitedMS))
 		}
 		if o.handler != "" {
 			attrs = append(attrs, slog.String("handler", o.handler), slog.Float64("handler_ms", o.handlerMS))

@@ -35,7 +35,9 @@ const waitMargin = 100 * time.Millisecond
 // wait.
 func (e *engine) waitForResult(ctx context.Context, obs *observation, c idemstore.Claim, first idemstore.ClaimResult) (idemstore.ClaimResult, error) {
 	res := first
-	until := time.Now().Add(e.wait)
+	began := time.Now()
+	defer func() { obs.waitedMS = msSince(began) }()
+	until := began.Add(e.wait)
 	deadline, hasDeadline := ctx.Deadline()
 	margin := max(waitMargin, 2*obs.storeTime("claim"))
 	pause := firstWaitPause

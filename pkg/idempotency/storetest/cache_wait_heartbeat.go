@@ -234,6 +234,8 @@ var cacheWaitHeartbeatCases = []behaviourCase{
 		dup := e.async(inv, e.post(`{"title": "wait"}`))
 		// The duplicate's claim found the record in progress, and it polls.
 		eventually(t, func() bool { return e.store.claims.Load() >= 3 }, "the duplicate polls")
+		const held = 300 * time.Millisecond
+		time.Sleep(held) // the first run goes on; the duplicate waits at least this long
 		close(b.release)
 		firstResp, dupResp := <-first, <-dup
 		require.Equal(t, http.StatusCreated, firstResp.StatusCode)
@@ -242,6 +244,7 @@ var cacheWaitHeartbeatCases = []behaviourCase{
 		line := e.logLine("replayed")
 		store := line["store"].(map[string]any)
 		require.GreaterOrEqual(t, store["wait_calls"], float64(1))
+		require.GreaterOrEqual(t, line["waited_ms"], float64(held.Milliseconds()), "the log says how long the duplicate waited, not only its polls' store time")
 		e.requireMetric("waited")
 	}},
 	{"a waiting duplicate gives up at its bound with 409", func(t *testing.T, e *env) {
