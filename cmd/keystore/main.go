@@ -34,9 +34,11 @@
 // store (see records.go for every flag):
 //
 //	keystore get    -sub 'auth0|6543210fedcba' -key 8e03978e-40d5-43e8-bc93-6894a57f9324
+//	keystore get    -sub 'auth0|6543210fedcba' -key order-1/charge -key-format opaque -prefix orders
 //	keystore get    -function task-activity -key <SQS message id>
 //	keystore list   -status in_progress [-sub …] [-limit 100]
 //	keystore delete -sub … -key … [-key-format opaque] [-prefix orders]
+//	keystore user-id 'auth0|6543210fedcba'
 //
 // The store is the one the environment names, as a program's would be
 // (package storeenv: IDEMPOTENCY_STORE, DATABASE_URL or the dbpool
@@ -44,8 +46,32 @@
 // -redis-url, -redis-prefix, -table and -dynamodb-prefix override it. A record is named as its request or call
 // named it (-sub and -key, with -key-format and -prefix as the handler's
 // Config has them; -function, -scope and -key for a Function or an
-// SQSHandler), or by the ids the store keeps (-user, -record-key), and
-// printed as one JSON object per line.
+// SQSHandler), or by the ids the store keeps (-user, -record-key). -key is
+// read as a UUID version 4 unless -key-format opaque says the handler's
+// Config.KeyFormat is KeyOpaque.
+//
+// Records print as one JSON object per line: the ids the store keeps
+// (user_id, key), status, owner, request_hash (the fingerprint),
+// created_at (when the record was claimed), expires_at, and lease_until
+// and lease_expired while in progress, response once completed, every
+// time in RFC 3339, UTC (the stores keep no completion time). Beside them
+// is what the flags named the record by: subject and issuer (-sub,
+// -issuer: for a handler whose users are idempotency.IssuerSubject's
+// pairs), function and
+// scope (-function, -scope), key_prefix (-prefix), sent_key (-key, with
+// get), and request_hash_of, what the fingerprint is a hash of:
+// http_request (by default the method, path, query and body; what
+// Config.Fingerprint picks when it is set) or function_payload (the
+// function's name and FunctionConfig.Payload's result, or the name alone
+// without one).
+//
+// user-id prints the user id the stores keep for a subject
+// (idempotency.SubjectUUID): the one a record's user_id and the logs' user
+// field show, so that an operator can tell whose they are (-issuer: the id
+// of the pair idempotency.IssuerSubject makes):
+//
+//	keystore user-id 'auth0|6543210fedcba'
+//	keystore user-id -issuer https://login.example.com/ 'auth0|6543210fedcba'
 package main
 
 import (
@@ -79,6 +105,8 @@ func run(ctx context.Context, args []string, out io.Writer, getenv func(string) 
 		switch args[0] {
 		case "get", "list", "delete":
 			return runRecords(ctx, args[0], args[1:], out, getenv)
+		case "user-id":
+			return runUserID(args[1:], out)
 		}
 	}
 	fs := flag.NewFlagSet("keystore", flag.ContinueOnError)

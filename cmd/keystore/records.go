@@ -23,9 +23,9 @@ type recordFlags struct {
 	store, databaseURL, schema, redisURL, redisPrefix string
 	table, dynamoPrefix                               string
 
-	sub, key, keyFormat, prefix string
-	function, scope             string
-	user, recordKey             string
+	sub, issuer, key, keyFormat, prefix string
+	function, scope                     string
+	user, recordKey                     string
 
 	status  string
 	limit   int
@@ -41,8 +41,9 @@ func (f *recordFlags) define(fs *flag.FlagSet, command string) {
 	fs.StringVar(&f.table, "table", "", "the DynamoDB table (default $IDEMPOTENCY_TABLE; region, credentials and endpoint are the AWS SDK's)")
 	fs.StringVar(&f.dynamoPrefix, "dynamodb-prefix", "", "the DynamoDB store's Options.KeyPrefix (default none)")
 	fs.StringVar(&f.sub, "sub", "", "the user's subject, as the authorizer gave it (a UUID, or auth0|…)")
+	fs.StringVar(&f.issuer, "issuer", "", "with -sub: the token's issuer (iss), when the handler's user is idempotency.IssuerSubject(issuer, sub)")
 	fs.StringVar(&f.key, "key", "", "the idempotency key as the client sent it; with -function, the function's key (an SQS message id, an event id)")
-	fs.StringVar(&f.keyFormat, "key-format", "uuid", "the handler's Config.KeyFormat: uuid or opaque")
+	fs.StringVar(&f.keyFormat, "key-format", "uuid", "the handler's Config.KeyFormat: uuid (KeyUUIDv4) or opaque (KeyOpaque)")
 	fs.StringVar(&f.prefix, "prefix", "", "the handler's or function's KeyPrefix")
 	fs.StringVar(&f.function, "function", "", "the FunctionConfig.Name of a Function or SQSHandler")
 	fs.StringVar(&f.scope, "scope", "", "with -function: the FunctionConfig.Scope of the call")
@@ -97,7 +98,7 @@ func runRecords(ctx context.Context, command string, args []string, out io.Write
 		if !found {
 			return fmt.Errorf("no record: user %s, key %s", userID, key)
 		}
-		return enc.Encode(recordJSON(rec))
+		return enc.Encode(f.recordJSON(rec, true))
 	case "delete":
 		deleted, err := admin.Delete(ctx, userID, key)
 		if err != nil {
@@ -120,7 +121,7 @@ func runRecords(ctx context.Context, command string, args []string, out io.Write
 		return err
 	}
 	for _, rec := range recs {
-		if err := enc.Encode(recordJSON(rec)); err != nil {
+		if err := enc.Encode(f.recordJSON(rec, false)); err != nil {
 			return err
 		}
 	}
@@ -139,13 +140,17 @@ func (f *recordFlags) ids(list bool) (userID, key string, err error) {
 	if named > 1 {
 		return "", "", errors.New("name the user once: -sub, -function or -user")
 	}
+	if f.issuer != "" && f.sub == "" {
+		return "", "", errors.New("-issuer qualifies -sub; pass -sub too")
+	}
+	subject := subjectOf(f.issuer, f.sub)
 	if list {
 		if f.key != "" || f.recordKey != "" {
 			return "", "", errors.New("list selects by user and status; -key and -record-key are for get and delete")
 		}
 		switch {
 		case f.sub != "":
-			return idempotency.SubjectUUID(f.sub), "", nil
+			return idempotency.SubjectUUID(subject), "", nil
 		case f.function != "":
 			userID, _ := idempotency.FunctionRecordID(f.prefix, f.function, f.scope, "")
 			return userID, "", nil
@@ -171,9 +176,15 @@ func (f *recordFlags) ids(list bool) (userID, key string, err error) {
 		default:
 			return "", "", fmt.Errorf("-key-format is %q: use uuid or opaque", f.keyFormat)
 		}
-		return idempotency.HTTPRecordID(idempotency.Config{KeyFormat: format, Settings: idempotency.Settings{KeyPrefix: f.prefix}}, f.sub, f.key)
+		userID, key, err := idempotency.HTTPRecordID(idempotency.Config{KeyFormat: format, Settings: idempotency.Settings{KeyPrefix: f.prefix}}, subject, f.key)
+		if err != nil && format == idempotency.KeyUUIDv4 {
+			// The default format is the one a handler with opaque keys
+			// does not use: say how to name the other.
+			return "", "", fmt.Errorf("-key %q: %w; for another key format pass -key-format opaque (the handler's Config.KeyFormat: KeyOpaque)", f.key, err)
+		}
+		return userID, key, err
 	case f.sub != "":
-		return idempotency.SubjectUUID(f.sub), strings.ToLower(f.recordKey), nil
+		return idempotency.SubjectUUID(subject), strings.ToLower(f.recordKey), nil
 	case f.user != "" && f.recordKey != "":
 		return strings.ToLower(f.user), strings.ToLower(f.recordKey), nil
 	}
@@ -203,8 +214,19 @@ func (f *recordFlags) env(getenv func(string) string) func(string) string {
 	}
 }
 
-// recordJSON is how a record is printed.
-func recordJSON(rec idemstore.Record) map[string]any {
+// Where a record's fingerprint (request_hash) comes from, when the flags
+// say which kind of record it is.
+const (
+	hashOfRequest = "http_request"
+	hashOfPayload = "function_payload"
+)
+
+// recordJSON is how a record is printed: what the store keeps, and beside
+// its derived ids what the flags named it by (the subject, the function and
+// its scope, the key as sent), so that an operator can tell whose it is.
+// withKey says that rec is the one record -key named. Fields are only ever
+// added.
+func (f *recordFlags) recordJSON(rec idemstore.Record, withKey bool) map[string]any {
 	m := map[string]any{
 		"user_id":      rec.UserID,
 		"key":          rec.Key,
@@ -220,6 +242,26 @@ func recordJSON(rec idemstore.Record) map[string]any {
 	}
 	if rec.Response != nil {
 		m["response"] = rec.Response
+	}
+	switch {
+	case f.sub != "":
+		m["subject"] = f.sub
+		if f.issuer != "" {
+			m["issuer"] = f.issuer
+		}
+		m["request_hash_of"] = hashOfRequest
+	case f.function != "":
+		m["function"] = f.function
+		if f.scope != "" {
+			m["scope"] = f.scope
+		}
+		m["request_hash_of"] = hashOfPayload
+	}
+	if f.prefix != "" && (f.sub != "" || f.function != "") {
+		m["key_prefix"] = f.prefix
+	}
+	if withKey && f.key != "" {
+		m["sent_key"] = f.key
 	}
 	return m
 }

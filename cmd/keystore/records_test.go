@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/google/uuid"
@@ -202,6 +203,136 @@ func testRecordCommands(t *testing.T, store idemstore.Store, env func(string) st
 	require.ErrorContains(t, err, "once")
 	_, err = keystore("get", "-sub", sub, "-key", "not-a-uuid")
 	require.ErrorContains(t, err, "not a UUID version 4")
+	require.ErrorContains(t, err, "pass -key-format opaque", "the error names the flag")
 	_, err = keystore("list", "-status", "done")
 	require.ErrorContains(t, err, "-status")
+}
+
+// TestGetShowsWhoAndWhen: on PostgreSQL, a record that a handler with
+// opaque keys left is refused under the default key format with an error
+// that names -key-format, and found with -key-format opaque; the record
+// shows the subject beside its derived user id, the key as sent, its
+// status, what its fingerprint hashes, and its times in RFC 3339 UTC; a
+// user made by IssuerSubject is found with -issuer. A Function's record in
+// progress shows the function, its scope and its lease.
+func TestGetShowsWhoAndWhen(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.NewWith(t, func(ctx context.Context, pool *pgxpool.Pool) error {
+		_, err := pgstore.Migrate(ctx, pool, nil)
+		return err
+	})
+	store := pgstore.New(db.Pool, nil)
+	env := func(name string) string {
+		if name == "DATABASE_URL" {
+			return db.URL
+		}
+		return ""
+	}
+	keystore := func(args ...string) (map[string]any, error) {
+		var out bytes.Buffer
+		if err := run(ctx, args, &out, env); err != nil {
+			return nil, err
+		}
+		var m map[string]any
+		require.NoError(t, json.Unmarshal(out.Bytes(), &m), out.String())
+		return m, nil
+	}
+	quiet := idempotency.Settings{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Metrics: io.Discard}
+	requireTime := func(m map[string]any, field string, from, to time.Time) time.Time {
+		t.Helper()
+		s, ok := m[field].(string)
+		require.True(t, ok, "%s is a string: %v", field, m[field])
+		at, err := time.Parse(time.RFC3339Nano, s)
+		require.NoError(t, err, "%s is RFC 3339", field)
+		require.True(t, strings.HasSuffix(s, "Z"), "%s is in UTC: %s", field, s)
+		require.False(t, at.Before(from.Truncate(time.Millisecond)) || at.After(to), "%s %s is in [%s, %s]", field, s, from, to)
+		return at
+	}
+
+	h, err := idempotency.Wrap(func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+		return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusCreated, Body: `{"order":"ord-7"}`}, nil
+	}, idempotency.Config{Store: store, KeyFormat: idempotency.KeyOpaque, Settings: quiet})
+	require.NoError(t, err)
+	sub := "auth0|" + uuid.NewString()
+	req := events.APIGatewayV2HTTPRequest{RawPath: "/orders", Headers: map[string]string{"idempotency-key": "order-7"}}
+	req.RequestContext.HTTP.Method = http.MethodPost
+	req.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
+		JWT: &events.APIGatewayV2HTTPRequestContextAuthorizerJWTDescription{Claims: map[string]string{"sub": sub}},
+	}
+	before := time.Now()
+	_, err = h(ctx, req)
+	require.NoError(t, err)
+	after := time.Now()
+
+	_, err = keystore("get", "-sub", sub, "-key", "order-7")
+	require.ErrorContains(t, err, "the key is not a UUID version 4")
+	require.ErrorContains(t, err, "for another key format pass -key-format opaque")
+
+	rec, err := keystore("get", "-sub", sub, "-key", "order-7", "-key-format", "opaque")
+	require.NoError(t, err)
+	require.Equal(t, sub, rec["subject"])
+	require.Equal(t, idempotency.SubjectUUID(sub), rec["user_id"], "the subject beside the user id the store keeps")
+	require.Equal(t, "order-7", rec["sent_key"])
+	require.Equal(t, idempotency.RecordKey("", idempotency.KeyOpaque, "order-7"), rec["key"])
+	require.Equal(t, "completed", rec["status"])
+	require.Equal(t, "http_request", rec["request_hash_of"])
+	require.NotEmpty(t, rec["request_hash"])
+	created := requireTime(rec, "created_at", before, after)
+	expires := requireTime(rec, "expires_at", before.Add(idempotency.DefaultTTL), after.Add(idempotency.DefaultTTL))
+	require.True(t, expires.After(created))
+	require.NotContains(t, rec, "lease_until", "no lease once completed")
+
+	// A handler whose users are issuer and subject pairs.
+	iss := "https://login.example.com/"
+	hi, err := idempotency.Wrap(func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+		return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusCreated, Body: `{}`}, nil
+	}, idempotency.Config{Store: store, KeyFormat: idempotency.KeyOpaque, Settings: quiet,
+		UserID: func(context.Context, idempotency.Request) (string, error) {
+			return idempotency.IssuerSubject(iss, sub), nil
+		}})
+	require.NoError(t, err)
+	req.Headers = map[string]string{"idempotency-key": "order-8"}
+	_, err = hi(ctx, req)
+	require.NoError(t, err)
+	_, err = keystore("get", "-sub", sub, "-key", "order-8", "-key-format", "opaque")
+	require.ErrorContains(t, err, "no record", "the subject alone is another user")
+	rec, err = keystore("get", "-issuer", iss, "-sub", sub, "-key", "order-8", "-key-format", "opaque")
+	require.NoError(t, err)
+	require.Equal(t, idempotency.SubjectUUID(idempotency.IssuerSubject(iss, sub)), rec["user_id"])
+	require.Equal(t, sub, rec["subject"])
+	require.Equal(t, iss, rec["issuer"])
+	_, err = keystore("get", "-issuer", iss, "-key", "order-8", "-key-format", "opaque")
+	require.ErrorContains(t, err, "-issuer qualifies -sub")
+
+	// A Function's call, read while it runs.
+	name := "refund-" + uuid.NewString()
+	var during map[string]any
+	var started time.Time
+	refund, err := idempotency.Function(func(ctx context.Context, orderID string) (string, error) {
+		var err error
+		during, err = keystore("get", "-function", name, "-scope", "tenant-9", "-key", orderID)
+		require.NoError(t, err)
+		return "refunded", nil
+	}, idempotency.FunctionConfig[string]{
+		Store: store, Name: name,
+		Key:      func(_ context.Context, orderID string) (string, error) { return orderID, nil },
+		Scope:    func(context.Context, string) (string, error) { return "tenant-9", nil },
+		Settings: quiet,
+	})
+	require.NoError(t, err)
+	started = time.Now()
+	_, err = refund(ctx, "ord-7")
+	require.NoError(t, err)
+	require.Equal(t, "in_progress", during["status"])
+	require.Equal(t, name, during["function"])
+	require.Equal(t, "tenant-9", during["scope"])
+	require.Equal(t, "function_payload", during["request_hash_of"])
+	userID, key := idempotency.FunctionRecordID("", name, "tenant-9", "ord-7")
+	require.Equal(t, userID, during["user_id"])
+	require.Equal(t, key, during["key"])
+	requireTime(during, "created_at", started, time.Now())
+	requireTime(during, "lease_until", started, time.Now().Add(idempotency.DefaultMaxLease))
+	require.Equal(t, false, during["lease_expired"])
+	require.NotContains(t, during, "subject")
 }

@@ -69,6 +69,7 @@ an SQL identifier, in double quotes when it is not all lower case or is a keywor
 from a scheduler of your own, or schedule it with pg_cron in the database named by
 cron.database_name:
   SELECT cron.schedule('purge-idempotency', '0 * * * *', 'CALL <schema>.purge_expired_idempotency_keys()');
-  -- for another database of the cluster, from the cron database:
+  -- for another database of the cluster, from the cron database, as a user granted EXECUTE
+  -- on cron.schedule_in_database besides USAGE on schema cron (pgstore.CronGrants):
   SELECT cron.schedule_in_database('purge-idempotency-<db>', '0 * * * *', 'CALL <schema>.purge_expired_idempotency_keys()', '<db>');
 `

@@ -38,7 +38,8 @@ var (
 	ErrNoPgCron = pgstore.ErrNoPgCron
 	// ErrCronElsewhere is returned by Up when pg_cron keeps its jobs in
 	// another database where the user cannot schedule the purge
-	// (pgstore.ErrCronElsewhere).
+	// (pgstore.ErrCronElsewhere, whose message gives the grants that let
+	// it, pgstore.CronGrants).
 	ErrCronElsewhere = pgstore.ErrCronElsewhere
 )
 

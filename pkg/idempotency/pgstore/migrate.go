@@ -115,7 +115,8 @@ var (
 	ErrNoPgCron = errors.New("pgstore: pg_cron is not available on this server")
 	// ErrCronElsewhere is returned by Migrate with CronAuto when pg_cron
 	// keeps its jobs in another database (cron.database_name) and the
-	// connection's user cannot schedule a job there. Nothing was applied.
+	// connection's user cannot schedule a job there; the message gives the
+	// statements that let it (CronGrants). Nothing was applied.
 	ErrCronElsewhere = errors.New("pgstore: pg_cron runs in another database, where this user cannot schedule the purge")
 )
 
@@ -168,7 +169,9 @@ func loadMigrations() ([]migration, error) {
 // migrations, on its own connection).
 //
 // Migrate needs a user that may create objects in the schema; the purge is
-// scheduled as that user.
+// scheduled as that user. When pg_cron keeps its jobs in another database,
+// that user needs CronGrants' statements too; without them Migrate returns
+// ErrCronElsewhere, which gives them.
 func Migrate(ctx context.Context, pool *pgxpool.Pool, opts *MigrateOptions) (*MigrateResult, error) {
 	o := MigrateOptions{}
 	if opts != nil {
@@ -429,9 +432,11 @@ type cronPlan struct {
 func planCron(ctx context.Context, conn *pgx.Conn, t target) (*cronPlan, error) {
 	db := t.db
 	var available, here bool
+	var user string
 	err := conn.QueryRow(ctx, `SELECT
 		EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'pg_cron'),
-		EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pg_cron')`).Scan(&available, &here)
+		EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pg_cron'),
+		current_user`).Scan(&available, &here, &user)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: migrate: checking for pg_cron: %w", err)
 	}
@@ -452,8 +457,8 @@ func planCron(ctx context.Context, conn *pgx.Conn, t target) (*cronPlan, error) 
 			cronDB = &db
 			break
 		}
-		return nil, fmt.Errorf("%w: this user may not read cron.database_name (that needs pg_read_all_settings), and pg_cron is not created in %q, so its jobs live in another database. Either run the migrations in the database named by cron.database_name, or as a user who may read it and call cron.schedule_in_database there; %s",
-			ErrCronElsewhere, db, offHint)
+		return nil, fmt.Errorf("%w: this user may not read cron.database_name (that needs pg_read_all_settings), and pg_cron is not created in %q, so its jobs live in another database. Either run the migrations in the database named by cron.database_name, or let this user schedule there: %s; %s",
+			ErrCronElsewhere, db, cronGrantsHint(user, ""), offHint)
 	case err != nil:
 		return nil, fmt.Errorf("pgstore: migrate: checking for pg_cron: %w", err)
 	case cronDB == nil || *cronDB == "":
@@ -469,8 +474,8 @@ func planCron(ctx context.Context, conn *pgx.Conn, t target) (*cronPlan, error) 
 	// pg_cron keeps its jobs in another database (on Aurora: postgres by
 	// default). Schedule from there, as this same user, when it may.
 	elsewhere := func(why string) error {
-		return fmt.Errorf("%w: cron.database_name is %q and this is %q (%s). Either connect as a user who may call cron.schedule_in_database in %q (pg_cron 1.4 or later; the owner of the pg_cron extension, or rds_superuser on Aurora, or a user granted USAGE on schema cron), or set cron.database_name = '%s' and restart; %s",
-			ErrCronElsewhere, plan.cronDB, db, why, plan.cronDB, db, offHint)
+		return fmt.Errorf("%w: cron.database_name is %q and this is %q (%s). Either let this user schedule there: %s; or set cron.database_name = '%s' and restart; %s",
+			ErrCronElsewhere, plan.cronDB, db, why, cronGrantsHint(user, plan.cronDB), db, offHint)
 	}
 	cfg := conn.Config().Copy()
 	cfg.Database = plan.cronDB
@@ -502,6 +507,19 @@ func planCron(ctx context.Context, conn *pgx.Conn, t target) (*cronPlan, error) 
 	}
 	plan.cron = cronConn
 	return plan, nil
+}
+
+// cronGrantsHint is the advice of ErrCronElsewhere: CronGrants' statements
+// for user, where each runs; cronDB is "" when the user cannot read it.
+func cronGrantsHint(user, cronDB string) string {
+	g := CronGrants(user)
+	where := "in the database named by cron.database_name"
+	if cronDB != "" {
+		where = fmt.Sprintf("in database %q", cronDB)
+	}
+	return fmt.Sprintf("as a superuser (on Aurora, the master user, a member of rds_superuser) run %s; and, %s, %s; %s; "+
+		"(pgstore.CronGrants gives these; USAGE on schema cron alone is not enough, since pg_cron 1.4 and later revoke EXECUTE on cron.schedule_in_database from PUBLIC)",
+		g[0], where, g[1], g[2])
 }
 
 // schedule creates or updates the jobs: inside tx when pg_cron lives in
