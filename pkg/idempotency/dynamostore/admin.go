@@ -2,6 +2,7 @@ package dynamostore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -31,6 +32,9 @@ var _ idemstore.Admin = (*Store)(nil)
 // record past its ExpiresAt by DynamoDB's clock (the reply's Date) counts
 // as absent, whether or not TTL has deleted it.
 func (s *Store) Get(ctx context.Context, userID, key string) (idemstore.Record, bool, error) {
+	if err := idemstore.CheckIDs(userID, key); err != nil {
+		return idemstore.Record{}, false, s.storeError(ctx, "get", err)
+	}
 	out, err := s.client.GetItem(ctx, &dynamodb.GetItemInput{TableName: s.table, Key: s.Key(userID, key), ConsistentRead: aws.Bool(true)})
 	received := time.Now()
 	if err != nil {
@@ -59,10 +63,18 @@ func (s *Store) Get(ctx context.Context, userID, key string) (idemstore.Record, 
 // newest first, at most q.Limited(). It reads every record it selects:
 // for operators, not for a request's path. The client must implement
 // AdminAPI.
+//
+// Only the store's own records are listed: an item whose key is not
+// exactly KeyPrefix and the ids (another store's prefix, an item of
+// another layout such as a Powertools record), or whose attributes are not
+// a record, is skipped.
 func (s *Store) List(ctx context.Context, q idemstore.ListQuery) ([]idemstore.Record, error) {
 	admin, ok := s.client.(AdminAPI)
 	if !ok {
 		return nil, newStoreError("list", fmt.Errorf("the client (%T) cannot Scan or Query: List needs a client with both, such as *dynamodb.Client", s.client), true)
+	}
+	if q.UserID != "" && !idemstore.IsID(q.UserID) {
+		return nil, s.storeError(ctx, "list", fmt.Errorf("the user id %.80q is %w", q.UserID, idemstore.ErrNotID))
 	}
 	n := s.names
 	names := map[string]string{}
@@ -111,12 +123,15 @@ func (s *Store) List(ctx context.Context, q idemstore.ListQuery) ([]idemstore.Re
 	now := time.Now()
 	recs := make([]idemstore.Record, 0, len(items))
 	for _, item := range items {
-		userID, key, err := s.refOf(item)
-		if err != nil {
-			return nil, s.storeError(ctx, "list", err)
+		userID, key, ok := s.refOf(item)
+		if !ok {
+			continue // another store's item, or another program's
 		}
 		rec, err := s.decodeItem(userID, key, item)
-		if err != nil {
+		switch {
+		case errors.Is(err, errNotRecord):
+			continue // under this store's key, but not a record
+		case err != nil:
 			return nil, s.storeError(ctx, "list", err)
 		}
 		if rec.ExpiresAt.After(now) {
@@ -130,7 +145,9 @@ func (s *Store) List(ctx context.Context, q idemstore.ListQuery) ([]idemstore.Re
 	return recs, nil
 }
 
-// listPrefix is what the partition keys that List selects start with.
+// listPrefix is what the partition keys that List selects start with: a
+// filter that spares returning most other items, not the boundary, which
+// refOf draws.
 func (s *Store) listPrefix(userID string) string {
 	switch {
 	case userID == "":
@@ -142,32 +159,36 @@ func (s *Store) listPrefix(userID string) string {
 	}
 }
 
-// refOf reads the user id and the key out of an item's primary key: after
-// KeyPrefix, the user id up to the first "#" (a user id, a UUID, has none)
-// and the key after it, or the key in the sort key when the table has one.
-func (s *Store) refOf(item map[string]types.AttributeValue) (userID, key string, err error) {
+// refOf reads the user id and the key out of an item's primary key, and
+// reports whether the item is this store's: its partition key is KeyPrefix
+// exactly, then a user id, "#" and a key (or a user id alone, with the key
+// in the sort key), each a lower-case UUID. Since the ids have a fixed
+// length, what precedes them is the prefix of the store that wrote the
+// item, so an item of a prefix that merely starts with this one is not
+// this store's.
+func (s *Store) refOf(item map[string]types.AttributeValue) (userID, key string, ok bool) {
 	pk, err := stringOf(item, s.names.PartitionKey)
 	if err != nil {
-		return "", "", err
+		return "", "", false
 	}
 	rest, ok := strings.CutPrefix(pk, s.prefix)
 	if !ok {
-		return "", "", fmt.Errorf("%w: partition key %.80q lacks the key prefix", errNotRecord, pk)
+		return "", "", false
 	}
 	if s.names.SortKey != "" {
 		key, err := stringOf(item, s.names.SortKey)
-		return rest, key, err
+		return rest, key, err == nil && idemstore.IsID(rest) && idemstore.IsID(key)
 	}
 	userID, key, ok = strings.Cut(rest, "#")
-	if !ok {
-		return "", "", fmt.Errorf("%w: partition key %.80q is not <user>#<key>", errNotRecord, pk)
-	}
-	return userID, key, nil
+	return userID, key, ok && idemstore.IsID(userID) && idemstore.IsID(key)
 }
 
 // Delete implements idemstore.Admin: one DeleteItem, whatever the
 // record's state or owner, reporting whether there was one.
 func (s *Store) Delete(ctx context.Context, userID, key string) (bool, error) {
+	if err := idemstore.CheckIDs(userID, key); err != nil {
+		return false, s.storeError(ctx, "delete", err)
+	}
 	out, err := s.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: s.table, Key: s.Key(userID, key), ReturnValues: types.ReturnValueAllOld})
 	if err != nil {
 		return false, s.storeError(ctx, "delete", err)

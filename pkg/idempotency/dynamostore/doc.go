@@ -34,6 +34,14 @@
 //	                   is_base64    BOOL  the handler's flag, when set
 //	                   not_kept     BOOL  the not-kept marker, when set
 //
+// The user id and the key are lower-case UUIDs (every call refuses other
+// ids with a permanent error), 36 characters each, so KeyPrefix is an exact
+// boundary: what precedes the ids in a partition key is the prefix of the
+// store that wrote the item. A store on "svc" never reads, writes, lists or
+// deletes the records of "svc2" or of the store without a prefix, and List
+// skips every item that is not the store's own (another prefix's, a
+// Powertools record in a shared table, an item that is not a record).
+//
 // The times are the caller's (Claim.Now and the times derived from it), as
 // with the other stores. The functions need dynamodb:PutItem, UpdateItem,
 // DeleteItem, GetItem and DescribeTable on the table, nothing else.
@@ -109,7 +117,8 @@
 // privileges (AccessDeniedException), credentials
 // (UnrecognizedClientException and the signature errors), a request
 // DynamoDB refuses (ValidationException, such as names that do not match
-// the key schema), an item under the store's keys that is not a record. Throttling, server errors, timeouts and the network are
+// the key schema), an item under the store's keys that is not a record, an
+// id that is not a lower-case UUID. Throttling, server errors, timeouts and the network are
 // transient. Check runs DescribeTable at start-up: the table, its key
 // schema, and the role's access, before the first request.
 //

@@ -1,6 +1,7 @@
 package dynamostore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -88,7 +89,10 @@ type Options struct {
 	// "ichido-idempotency".
 	Table string
 	// KeyPrefix starts the partition key of every record, so that several
-	// services can share one table without sharing keys. Defaults to "".
+	// services can share one table without sharing keys. It is an exact
+	// boundary: a store sees the records of its own prefix alone, not those
+	// of a prefix that starts with it (see the package comment). Defaults
+	// to "".
 	KeyPrefix string
 	// Names are the attribute names, for a table made by other means.
 	// Defaults to DefaultAttributeNames, field by field.
@@ -224,6 +228,7 @@ func (s *Store) Table() string { return aws.ToString(s.table) }
 
 // Key returns the primary key of the record of user's idempotency key:
 // the partition key (and the sort key, when the table has one) as written.
+// Both ids must be lower-case UUIDs, as the store's calls require.
 func (s *Store) Key(userID, key string) map[string]types.AttributeValue {
 	if s.names.SortKey != "" {
 		return map[string]types.AttributeValue{
@@ -245,7 +250,7 @@ var errKeptChanging = errors.New("the record changed under every takeover attemp
 // duplicate are one request, a conditional PutItem; a takeover is a
 // second one. See the package comment.
 func (s *Store) Claim(ctx context.Context, c idemstore.Claim) (idemstore.ClaimResult, error) {
-	if err := ctx.Err(); err != nil {
+	if err := cmp.Or(ctx.Err(), idemstore.CheckIDs(c.UserID, c.Key)); err != nil {
 		return idemstore.ClaimResult{}, s.storeError(ctx, "claim", err)
 	}
 	item := s.inProgressItem(c)
@@ -452,7 +457,7 @@ func (s *Store) decodeItem(userID, key string, item map[string]types.AttributeVa
 // over, as with the other stores). A response whose record would exceed
 // MaxItemBytes is refused before anything is sent.
 func (s *Store) Complete(ctx context.Context, c idemstore.Completion) error {
-	if err := ctx.Err(); err != nil {
+	if err := cmp.Or(ctx.Err(), idemstore.CheckIDs(c.UserID, c.Key)); err != nil {
 		return s.storeError(ctx, "complete", err)
 	}
 	resp := encodeResponse(c.Response)
@@ -518,7 +523,7 @@ func isItemTooLarge(err error) bool {
 // Release implements idemstore.Store: one conditional DeleteItem, fenced
 // by the owner token and the in-progress status.
 func (s *Store) Release(ctx context.Context, r idemstore.Ref) error {
-	if err := ctx.Err(); err != nil {
+	if err := cmp.Or(ctx.Err(), idemstore.CheckIDs(r.UserID, r.Key)); err != nil {
 		return s.storeError(ctx, "release", err)
 	}
 	_, err := s.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
@@ -549,7 +554,7 @@ func (s *Store) Release(ctx context.Context, r idemstore.Ref) error {
 // expiry) answers with the record, and the second is conditioned on that
 // case.
 func (s *Store) Renew(ctx context.Context, r idemstore.Renewal) error {
-	if err := ctx.Err(); err != nil {
+	if err := cmp.Or(ctx.Err(), idemstore.CheckIDs(r.UserID, r.Key)); err != nil {
 		return s.storeError(ctx, "renew", err)
 	}
 	values := map[string]types.AttributeValue{
@@ -636,7 +641,7 @@ func (s *Store) storeError(ctx context.Context, op string, err error) error {
 	permanent := false
 	var api smithy.APIError
 	switch {
-	case errors.Is(err, errTooLarge):
+	case errors.Is(err, errTooLarge), errors.Is(err, idemstore.ErrNotID):
 		permanent = true
 	case errors.Is(err, errNotRecord):
 		permanent = true

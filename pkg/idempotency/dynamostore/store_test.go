@@ -110,7 +110,12 @@ func TestConformance(t *testing.T) {
 	table := newTable(t, client, nil)
 	storetest.Run(t, storetest.Config{Parts: storetest.Contract, New: storeOn(client, table), NewBrokenStore: newBrokenStore,
 		NewMisconfiguredStore: newStoreWithoutTable,
-		TooLargeBody:          dynamostore.MaxItemBytes})
+		TooLargeBody:          dynamostore.MaxItemBytes,
+		NewWithPrefix: func(t *testing.T, prefix string) idemstore.Store {
+			st, err := dynamostore.New(client, &dynamostore.Options{Table: table, KeyPrefix: prefix})
+			require.NoError(t, err)
+			return st
+		}})
 }
 
 // newStoreWithoutTable returns a store on a table that does not exist:
@@ -152,6 +157,12 @@ func TestConformanceOwnLayout(t *testing.T) {
 	opts.Table = newTable(t, client, opts)
 	storetest.Run(t, storetest.Config{Parts: storetest.Contract, New: func(t *testing.T) idemstore.Store {
 		st, err := dynamostore.New(client, opts)
+		require.NoError(t, err)
+		return st
+	}, NewWithPrefix: func(t *testing.T, prefix string) idemstore.Store {
+		o := *opts
+		o.KeyPrefix = prefix
+		st, err := dynamostore.New(client, &o)
 		require.NoError(t, err)
 		return st
 	}})

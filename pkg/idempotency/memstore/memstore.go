@@ -15,6 +15,10 @@
 // (use pgstore, redisstore or dynamostore). Like a store with a server, it
 // decides takeover and expiry against the earlier of the caller's clock
 // (Claim.Now) and its own, the process's time.Now.
+//
+// It has no key prefix: each Store is a set of records of its own, and two
+// Stores never see each other's, so the Store is the boundary between the
+// services of a test.
 package memstore
 
 import (

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -17,6 +18,9 @@ var _ idemstore.Admin = (*Store)(nil)
 // Get implements idemstore.Admin: one GET. A record whose ExpiresAt has passed by this process's
 // clock counts as absent, although Redis may keep it until its PX ends.
 func (s *Store) Get(ctx context.Context, userID, key string) (idemstore.Record, bool, error) {
+	if err := idemstore.CheckIDs(userID, key); err != nil {
+		return idemstore.Record{}, false, storeError(ctx, "get", err)
+	}
 	rec, ok, err := s.get(ctx, s.Key(userID, key), userID, key)
 	if err != nil {
 		return idemstore.Record{}, false, storeError(ctx, "get", err)
@@ -60,13 +64,19 @@ func detach(rec idemstore.Record) idemstore.Record {
 // List implements idemstore.Admin: SCAN over the store's prefix (and the
 // user, when q names one) on every primary, since a record's hash tag is
 // its whole identity, and one user's records spread over every
-// slot; then a GET per key found. A value that is not a record is left
-// out. It reads every record that matches, to sort them newest
-// first: it is for operators, never for a request's path.
+// slot; then a GET per key found. Only the store's own keys are read: the
+// prefix exactly, then "{", a user id, ":", a key and "}", each id a
+// lower-case UUID, so that a key of a prefix that starts with this one
+// (even with braces of its own) is not matched. A value that is not a
+// record is left out. It reads every record that matches, to sort them
+// newest first: it is for operators, never for a request's path.
 func (s *Store) List(ctx context.Context, q idemstore.ListQuery) ([]idemstore.Record, error) {
-	pattern := globEscape(s.prefix) + "{*:*}"
+	pattern := globEscape(s.prefix) + "{" + idGlob + ":" + idGlob + "}"
 	if q.UserID != "" {
-		pattern = globEscape(s.prefix+"{"+q.UserID+":") + "*}"
+		if !idemstore.IsID(q.UserID) {
+			return nil, storeError(ctx, "list", fmt.Errorf("the user id %.80q is %w", q.UserID, idemstore.ErrNotID))
+		}
+		pattern = globEscape(s.prefix+"{"+q.UserID+":") + idGlob + "}"
 	}
 	var (
 		mu   sync.Mutex
@@ -133,6 +143,9 @@ func (s *Store) List(ctx context.Context, q idemstore.ListQuery) ([]idemstore.Re
 // Delete implements idemstore.Admin: one DEL, whatever the record's
 // state, owner or layout.
 func (s *Store) Delete(ctx context.Context, userID, key string) (bool, error) {
+	if err := idemstore.CheckIDs(userID, key); err != nil {
+		return false, storeError(ctx, "delete", err)
+	}
 	n, err := s.client.Del(ctx, s.Key(userID, key)).Result()
 	if err != nil {
 		return false, storeError(ctx, "delete", err)
@@ -146,7 +159,10 @@ func undecodable(err error) bool {
 	return errors.Is(err, errNotRecord) || redis.HasErrorPrefix(err, "WRONGTYPE")
 }
 
-// parseKey splits a record's Redis key into its user id and key.
+// parseKey splits a record's Redis key into its user id and key, and
+// reports whether it is this store's: the prefix exactly, then "{", a user
+// id, ":", a key and "}", each id a lower-case UUID. The ids' fixed length
+// makes what precedes them the prefix of the store that wrote the key.
 func (s *Store) parseKey(redisKey string) (userID, key string, ok bool) {
 	rest, ok := strings.CutPrefix(redisKey, s.prefix+"{")
 	if !ok {
@@ -157,7 +173,7 @@ func (s *Store) parseKey(redisKey string) (userID, key string, ok bool) {
 		return "", "", false
 	}
 	userID, key, ok = strings.Cut(rest, ":")
-	return userID, key, ok && userID != "" && key != "" && s.Key(userID, key) == redisKey
+	return userID, key, ok && idemstore.IsID(userID) && idemstore.IsID(key)
 }
 
 // globEscape escapes the characters SCAN's MATCH pattern gives a meaning.

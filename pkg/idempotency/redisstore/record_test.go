@@ -184,7 +184,7 @@ func completesInFormat(t *testing.T, client *redis.Client, native bool) {
 			if rec.Response != nil && len(rec.Response.Headers) > 1 {
 				t.Skip("the order of several headers is not fixed")
 			}
-			c := idemstore.Claim{Ref: idemstore.Ref{UserID: "u", Key: name, Owner: rec.Owner}, Fingerprint: rec.Fingerprint,
+			c := idemstore.Claim{Ref: idemstore.Ref{UserID: uuid.NewString(), Key: uuid.NewString(), Owner: rec.Owner}, Fingerprint: rec.Fingerprint,
 				Now: rec.CreatedAt, LeaseUntil: rec.CreatedAt.Add(time.Minute), ExpiresAt: rec.CreatedAt.Add(time.Hour)}
 			res, err := st.Claim(ctx, c)
 			require.NoError(t, err)

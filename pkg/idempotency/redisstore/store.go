@@ -16,6 +16,13 @@
 // "<prefix>{<user_id>}:<key>", whose hash tag held the user alone, are not
 // read.
 //
+// Both ids are lower-case UUIDs (every call refuses other ids with a
+// permanent error), whose fixed length makes the prefix an exact boundary:
+// what precedes "{<user_id>:<key>}" is the prefix of the store that wrote
+// the key. A store on "svc" never reads, writes, lists or deletes the
+// records of "svc2" or "svc{eu}", and List skips every key that is not the
+// store's own or whose value is not a record.
+//
 // # Operations
 //
 // The claim is one plain command, no script, in the two cases that make
@@ -95,6 +102,7 @@
 package redisstore
 
 import (
+	"cmp"
 	"context"
 	_ "embed"
 	"encoding/binary"
@@ -117,9 +125,12 @@ const DefaultKeyPrefix = "ichido:idem:"
 type Options struct {
 	// KeyPrefix starts the key of every record, so that the records can share
 	// a server with other data and be found with SCAN. The full key is
-	// KeyPrefix + "{" + user id + ":" + idempotency key + "}". A prefix
-	// holding braces would make its own hash tag and put every record in
-	// one cluster slot: leave braces out. Defaults to "ichido:idem:".
+	// KeyPrefix + "{" + user id + ":" + idempotency key + "}". It is an
+	// exact boundary: a store sees the records of its own prefix alone,
+	// not those of a prefix that starts with it (see the package comment).
+	// A prefix holding braces would make its own hash tag and put every
+	// record in one cluster slot: leave braces out. Defaults to
+	// "ichido:idem:".
 	KeyPrefix string
 
 	// MaxRecordBytes is the largest record Complete writes: the record
@@ -204,7 +215,7 @@ var (
 
 // Claim implements idemstore.Store.
 func (s *Store) Claim(ctx context.Context, c idemstore.Claim) (idemstore.ClaimResult, error) {
-	if err := ctx.Err(); err != nil {
+	if err := cmp.Or(ctx.Err(), idemstore.CheckIDs(c.UserID, c.Key)); err != nil {
 		return idemstore.ClaimResult{}, storeError(ctx, "claim", err)
 	}
 	value, err := encodeClaim(c)
@@ -278,7 +289,7 @@ func (s *Store) claim(ctx context.Context, key string, c idemstore.Claim, value 
 // ran out may still complete while nobody has taken the record over, as in
 // package pgstore. Completion.Now is not consulted.
 func (s *Store) Complete(ctx context.Context, c idemstore.Completion) error {
-	if err := ctx.Err(); err != nil {
+	if err := cmp.Or(ctx.Err(), idemstore.CheckIDs(c.UserID, c.Key)); err != nil {
 		return storeError(ctx, "complete", err)
 	}
 	flags, times, headers, err := encodeCompletion(c.Response, c.ExpiresAt)
@@ -311,7 +322,7 @@ func (s *Store) Complete(ctx context.Context, c idemstore.Completion) error {
 
 // Release implements idemstore.Store.
 func (s *Store) Release(ctx context.Context, r idemstore.Ref) error {
-	if err := ctx.Err(); err != nil {
+	if err := cmp.Or(ctx.Err(), idemstore.CheckIDs(r.UserID, r.Key)); err != nil {
 		return storeError(ctx, "release", err)
 	}
 	key := s.Key(r.UserID, r.Key)
@@ -331,7 +342,7 @@ func (s *Store) Release(ctx context.Context, r idemstore.Ref) error {
 // reaches past it); the key then lives at least until the new lease,
 // counted from r.Now on the server's clock.
 func (s *Store) Renew(ctx context.Context, r idemstore.Renewal) error {
-	if err := ctx.Err(); err != nil {
+	if err := cmp.Or(ctx.Err(), idemstore.CheckIDs(r.UserID, r.Key)); err != nil {
 		return storeError(ctx, "renew", err)
 	}
 	key := s.Key(r.UserID, r.Key)
@@ -358,7 +369,8 @@ func (s *Store) Renew(ctx context.Context, r idemstore.Renewal) error {
 // errors.Is, and the failures an operator can act on get a message that says
 // what to do. The failures no retry can cure are marked Permanent: refused
 // credentials and ACLs, commands the server does not have, a value under
-// the prefix that is not a record, a record too large.
+// the prefix that is not a record, a record too large, an id that is not a
+// lower-case UUID.
 func storeError(ctx context.Context, op string, err error) error {
 	ctxErr := ctx.Err()
 	if ctxErr != nil && !errors.Is(err, ctxErr) {
@@ -366,7 +378,7 @@ func storeError(ctx context.Context, op string, err error) error {
 	}
 	permanent := false
 	switch {
-	case errors.Is(err, idemstore.ErrTooLarge):
+	case errors.Is(err, idemstore.ErrTooLarge), errors.Is(err, idemstore.ErrNotID):
 		permanent = true
 	case errors.Is(err, redis.Nil):
 		err = fmt.Errorf("the server returned no reply to the %s script: %w", op, err)

@@ -117,7 +117,10 @@ func TestConformance(t *testing.T) {
 	onEachServer(t, func(t *testing.T, srv server) {
 		storetest.Run(t, storetest.Config{Parts: storetest.Contract, New: func(t *testing.T) idemstore.Store {
 			return redisstore.New(srv.client(t), &redisstore.Options{MaxRecordBytes: tooLargeBody})
-		}, NewBrokenStore: newBrokenStore, NewMisconfiguredStore: newMisconfiguredStore, TooLargeBody: tooLargeBody})
+		}, NewBrokenStore: newBrokenStore, NewMisconfiguredStore: newMisconfiguredStore, TooLargeBody: tooLargeBody,
+			NewWithPrefix: func(t *testing.T, prefix string) idemstore.Store {
+				return redisstore.New(srv.client(t), &redisstore.Options{KeyPrefix: prefix})
+			}})
 	})
 }
 

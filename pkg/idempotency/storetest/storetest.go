@@ -91,6 +91,15 @@ type Config struct {
 	// and that the engine keeps the key completed with the not-kept marker.
 	// Defaults to 0: those cases are skipped.
 	TooLargeBody int
+	// NewWithPrefix returns a store whose records live under prefix (its
+	// key prefix; "" for the store's default), on the same server, database
+	// or table as every other store it returns for the same test. With it
+	// the suite checks that a prefix is an exact boundary: stores on a
+	// prefix, on that prefix with one more character and on the default
+	// each list, get, delete and write only their own records, whatever
+	// ids they are given. Defaults to nil: that case is skipped (a store
+	// without prefixes has nothing to check).
+	NewWithPrefix func(t *testing.T, prefix string) idemstore.Store
 	// Concurrency is how many goroutines race for one key in the concurrent
 	// cases. Defaults to 50.
 	Concurrency int
