@@ -27,7 +27,13 @@
 // SQL-level PREPARE) and work in every pgx query exec mode, so the pool may
 // use QueryExecModeExec or QueryExecModeSimpleProtocol to go through a
 // transaction-pooling proxy (RDS Proxy, PgBouncer). The mode is the pool's
-// business: pgstore never changes it.
+// business: pgstore never changes it. A mode that prepares statements
+// behind such a proxy fails now and then with SQLSTATE 26000 or 42P05; the
+// store answers both as a permanent error (see permanent).
+//
+// The schema is the only boundary between services: stores on one schema
+// share its records, stores on two schemas share nothing. There is no key
+// prefix; a record is named by its user id and key, both UUIDs.
 //
 // The response is kept in response_body (JSONB) as an envelope whose body is
 // a JSON string, so that it replays byte for byte.
@@ -334,7 +340,8 @@ func (s *Store) Renew(ctx context.Context, r idemstore.Renewal) error {
 // *idemstore.Error. A cancelled or expired context stays visible to
 // errors.Is, and the failures an operator can act on get a message that says
 // what to do. The failures no retry can cure are marked Permanent
-// (permanent): missing privileges and objects, failed authentication.
+// (permanent): missing privileges and objects, failed authentication, a
+// pool whose prepared statements a connection pooler loses.
 func storeError(ctx context.Context, op string, err error) error {
 	ctxErr := ctx.Err()
 	if ctxErr != nil && !errors.Is(err, ctxErr) {
@@ -353,6 +360,8 @@ func storeError(ctx context.Context, op string, err error) error {
 			err = fmt.Errorf("the database does not exist: %w", err)
 		case pgerrcode.ReadOnlySQLTransaction:
 			err = fmt.Errorf("the server is read-only; the idempotency table lives on the writer: %w", err)
+		case pgerrcode.InvalidSQLStatementName, pgerrcode.DuplicatePreparedStatement:
+			err = fmt.Errorf("the pool's prepared statements do not survive its connection pooler (a transaction-pooling proxy, such as RDS Proxy or PgBouncer, with a pgx mode that prepares statements): use QueryExecModeExec, as dbpool does: %w", err)
 		}
 	}
 	return &idemstore.Error{Op: op, Err: err, Permanent: ctxErr == nil && permanent(pgErr)}
@@ -363,13 +372,26 @@ func storeError(ctx context.Context, op string, err error) error {
 // undefined objects, statements this schema does not match), 3D000 (no such
 // database) and 3F000 (no such schema). A read-only server is transient: it
 // is what a writer looks like during an Aurora failover.
+//
+// 26000 (no such prepared statement) and 42P05 (a prepared statement of
+// that name exists) are permanent too, as one class: both come from a pool
+// whose mode prepares statements (pgx's statement cache, or the two round
+// trips of its describe mode) behind a transaction-pooling proxy that moves
+// the client between server connections. pgx forgets a statement that
+// failed and prepares it again on its next use, so a retry may pass, but
+// the next move of the client fails again: the fault is the deployment's,
+// and it must answer as misconfigured every time, not as 500 or 503 by
+// chance. Neither happens to a pool in a mode that names no statement
+// (QueryExecModeExec, the simple protocol), nor to a statement cache on a
+// direct connection, which is the client's alone.
 func permanent(pgErr *pgconn.PgError) bool {
 	if pgErr == nil {
 		return false
 	}
 	switch {
 	case pgerrcode.IsInvalidAuthorizationSpecification(pgErr.Code),
-		pgerrcode.IsSyntaxErrororAccessRuleViolation(pgErr.Code),
+		pgerrcode.IsSyntaxErrororAccessRuleViolation(pgErr.Code), // 42P05 among them
+		pgErr.Code == pgerrcode.InvalidSQLStatementName,
 		pgErr.Code == pgerrcode.InvalidCatalogName,
 		pgErr.Code == pgerrcode.InvalidSchemaName:
 		return true
