@@ -23,7 +23,7 @@ type recordFlags struct {
 	store, databaseURL, schema, redisURL, redisPrefix string
 	table, dynamoPrefix                               string
 
-	sub, issuer, key, keyFormat, prefix string
+	sub, issuer, tenant, key, keyFormat, prefix string
 	function, scope                     string
 	user, recordKey                     string
 
@@ -42,6 +42,7 @@ func (f *recordFlags) define(fs *flag.FlagSet, command string) {
 	fs.StringVar(&f.dynamoPrefix, "dynamodb-prefix", "", "the DynamoDB store's Options.KeyPrefix (default none)")
 	fs.StringVar(&f.sub, "sub", "", "the user's subject, as the authorizer gave it (a UUID, or auth0|…)")
 	fs.StringVar(&f.issuer, "issuer", "", "with -sub: the token's issuer (iss), when the handler's user is idempotency.IssuerSubject(issuer, sub)")
+	fs.StringVar(&f.tenant, "tenant", "", "with -sub or -function: the run's tenant (a Lambda invocation's TenantID, or the handler's Config.Tenant)")
 	fs.StringVar(&f.key, "key", "", "the idempotency key as the client sent it; with -function, the function's key (an SQS message id, an event id)")
 	fs.StringVar(&f.keyFormat, "key-format", "uuid", "the handler's Config.KeyFormat: uuid (KeyUUIDv4) or opaque (KeyOpaque)")
 	fs.StringVar(&f.prefix, "prefix", "", "the handler's or function's KeyPrefix")
@@ -129,8 +130,21 @@ func runRecords(ctx context.Context, command string, args []string, out io.Write
 }
 
 // ids returns the user id and key the store keeps for the record the flags
-// name; for list, the key is not wanted and the user is optional.
+// name; for list, the key is not wanted and the user is optional. With
+// -tenant, the user id is the tenant's (idempotency.TenantUserID).
 func (f *recordFlags) ids(list bool) (userID, key string, err error) {
+	if f.tenant != "" && f.sub == "" && f.function == "" {
+		return "", "", errors.New("-tenant scopes -sub or -function; -user is the id as stored, with its tenant")
+	}
+	userID, key, err = f.untenantedIDs(list)
+	if err != nil || userID == "" {
+		return userID, key, err
+	}
+	return idempotency.TenantUserID(f.tenant, userID), key, nil
+}
+
+// untenantedIDs is ids without the tenant.
+func (f *recordFlags) untenantedIDs(list bool) (userID, key string, err error) {
 	named := 0
 	for _, v := range []string{f.sub, f.function, f.user} {
 		if v != "" {
@@ -242,6 +256,9 @@ func (f *recordFlags) recordJSON(rec idemstore.Record, withKey bool) map[string]
 	}
 	if rec.Response != nil {
 		m["response"] = rec.Response
+	}
+	if f.tenant != "" {
+		m["tenant"] = f.tenant
 	}
 	switch {
 	case f.sub != "":

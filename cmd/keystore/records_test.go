@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
@@ -310,6 +311,9 @@ func TestGetShowsWhoAndWhen(t *testing.T) {
 	var during map[string]any
 	var started time.Time
 	refund, err := idempotency.Function(func(ctx context.Context, orderID string) (string, error) {
+		if during != nil {
+			return "refunded", nil // read during the first call only
+		}
 		var err error
 		during, err = keystore("get", "-function", name, "-scope", "tenant-9", "-key", orderID)
 		require.NoError(t, err)
@@ -335,4 +339,19 @@ func TestGetShowsWhoAndWhen(t *testing.T) {
 	requireTime(during, "lease_until", started, time.Now().Add(idempotency.DefaultMaxLease))
 	require.Equal(t, false, during["lease_expired"])
 	require.NotContains(t, during, "subject")
+
+	// The same call in a Lambda tenant is found with -tenant, and only so.
+	tenantCtx := lambdacontext.NewContext(ctx, &lambdacontext.LambdaContext{AwsRequestID: uuid.NewString(), TenantID: "acme"})
+	_, err = refund(tenantCtx, "ord-8")
+	require.NoError(t, err)
+	_, err = keystore("get", "-function", name, "-scope", "tenant-9", "-key", "ord-8")
+	require.ErrorContains(t, err, "no record", "without its tenant the record is another's")
+	rec, err = keystore("get", "-function", name, "-scope", "tenant-9", "-key", "ord-8", "-tenant", "acme")
+	require.NoError(t, err)
+	require.Equal(t, "completed", rec["status"])
+	require.Equal(t, "acme", rec["tenant"])
+	userID, _ = idempotency.FunctionRecordID("", name, "tenant-9", "ord-8")
+	require.Equal(t, idempotency.TenantUserID("acme", userID), rec["user_id"])
+	_, err = keystore("get", "-user", userID, "-record-key", key, "-tenant", "acme")
+	require.ErrorContains(t, err, "-tenant scopes -sub or -function")
 }

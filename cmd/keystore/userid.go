@@ -16,21 +16,22 @@ func runUserID(args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("keystore user-id", flag.ContinueOnError)
 	fs.SetOutput(out)
 	issuer := fs.String("issuer", "", "the token's issuer (iss), when the handler's user is idempotency.IssuerSubject(issuer, subject)")
+	tenant := fs.String("tenant", "", "the run's tenant: the id its records are kept under (idempotency.TenantUserID)")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: keystore user-id [-issuer ISS] SUBJECT\n\nprints the user id the stores keep for SUBJECT, the authorizer's sub claim (a UUID, or auth0|…)")
+		fmt.Fprintln(fs.Output(), "usage: keystore user-id [-issuer ISS] [-tenant T] SUBJECT\n\nprints the user id the stores keep for SUBJECT, the authorizer's sub claim (a UUID, or auth0|…)")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
-		return fmt.Errorf("user-id takes one subject, got %d arguments (usage: keystore user-id [-issuer ISS] SUBJECT)", fs.NArg())
+		return fmt.Errorf("user-id takes one subject, got %d arguments (usage: keystore user-id [-issuer ISS] [-tenant T] SUBJECT)", fs.NArg())
 	}
 	id := idempotency.SubjectUUID(subjectOf(*issuer, fs.Arg(0)))
 	if id == "" {
 		return errors.New("the subject is empty")
 	}
-	fmt.Fprintln(out, id)
+	fmt.Fprintln(out, idempotency.TenantUserID(*tenant, id))
 	return nil
 }
 

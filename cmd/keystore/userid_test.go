@@ -44,6 +44,10 @@ func TestUserID(t *testing.T) {
 	require.Equal(t, idempotency.SubjectUUID(idempotency.IssuerSubject(iss, "auth0|6543210fedcba"))+"\n", out)
 	require.NotEqual(t, idempotency.SubjectUUID("auth0|6543210fedcba")+"\n", out)
 
+	out, err = userID("-tenant", "acme", "auth0|6543210fedcba")
+	require.NoError(t, err)
+	require.Equal(t, idempotency.TenantUserID("acme", idempotency.SubjectUUID("auth0|6543210fedcba"))+"\n", out)
+
 	_, err = userID()
 	require.ErrorContains(t, err, "one subject")
 	_, err = userID("a", "b")

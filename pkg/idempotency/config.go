@@ -132,6 +132,12 @@ type Settings struct {
 	// replay's headers (Replay.Header). Defaults to nil.
 	OnReplay func(ctx context.Context, r *Replay)
 
+	// Tenant returns the tenant a run belongs to: records of two tenants
+	// never meet, whatever their users and keys (TenantUserID). Defaults to
+	// the tenant of a Lambda invocation in tenant isolation mode
+	// (lambdacontext's TenantID), and "" (no tenant) elsewhere.
+	Tenant func(ctx context.Context) string
+
 	// Owner returns the owner token of a run's claim, unique per run: the
 	// store fences the record's writes by it. Defaults to the Lambda
 	// request id (plus a random suffix per function call, since an SQS
@@ -172,6 +178,9 @@ func (s Settings) withDefaults(owner func(context.Context) string) Settings {
 	}
 	if s.FinishTimeout == 0 {
 		s.FinishTimeout = DefaultFinishTimeout
+	}
+	if s.Tenant == nil {
+		s.Tenant = lambdaTenant
 	}
 	if s.Owner == nil {
 		s.Owner = owner

@@ -13,6 +13,9 @@ type Info struct {
 	// UserID is the authenticated user, a lower-case UUID (SubjectUUID of
 	// the subject).
 	UserID string
+	// Tenant is the run's tenant (Config.Tenant), "" without one; the
+	// record is kept under TenantUserID(Tenant, UserID).
+	Tenant string
 	// Fingerprint is the request's fingerprint, for a handler that records
 	// the key on the row it creates and must later tell a retry from another
 	// request under the same key.

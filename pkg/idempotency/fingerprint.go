@@ -28,19 +28,11 @@ var errBadBase64 = errors.New("the request body is marked base64-encoded but is 
 
 // Fingerprint returns the request hash (hex SHA-256) that the decorator
 // stores with a key: over the method, the concrete path, the query
-// parameters sorted by name (the values of one name in the order sent) and
-// the body. A JSON body is canonicalised first (object keys sorted, no
-// insignificant white space, numbers exactly as written); any other body is
-// hashed as its bytes, base64-decoded first when req.IsBase64Encoded. So is
-// a JSON body with a repeated member name, which a handler may read either
-// way, and one nested deeper than 64 levels.
-//
-// Every part is length-prefixed, so no two different requests frame to the
-// same bytes; a query part that cannot be percent-decoded is marked as such
-// (req.RawQuery), so it never equals a part that decodes to the same text.
-// Memory is proportional to the body: the canonical form streams into the
-// hash and only objects, whose members must be sorted, are buffered. The
-// only error is a body marked base64-encoded that does not decode.
+// parameters sorted by name and the body, each part length-prefixed. A JSON
+// body is canonicalised first (keys sorted, no insignificant white space,
+// numbers as written) unless it repeats a member name or nests deeper than
+// 64 levels; any other body is hashed as its bytes (see docs/library.md).
+// The only error is a body marked base64-encoded that does not decode.
 func Fingerprint(req Request) (string, error) {
 	body := bytesOf(req.Body)
 	if req.IsBase64Encoded {

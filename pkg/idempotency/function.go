@@ -150,7 +150,10 @@ func (f *function[In, Out]) call(ctx context.Context, in In) (out Out, err error
 	}
 	obs.key, obs.user = key, scope
 
+	tenant := f.cfg.Tenant(ctx)
+	obs.tenant = tenant
 	userID, keyRef := FunctionRecordID(f.cfg.KeyPrefix, f.cfg.Name, scope, key)
+	userID = TenantUserID(tenant, userID)
 	ref, res, err := f.e.claim(ctx, obs, userID, keyRef, hash)
 	if err == nil && !res.Claimed && res.Record.Status == idemstore.StatusCompleted && res.Record.Response == nil &&
 		res.Record.Fingerprint != hash && !f.mismatch(res.Record.Fingerprint, hash) {

@@ -14,17 +14,10 @@ import (
 // never a header or a body field that a client could simply set.
 
 // IAMPrincipal is the UserIDFunc of a Lambda Function URL with AuthType
-// AWS_IAM: the user is the IAM principal that signed the request
-// (requestContext.authorizer.iam), mapped to a stable UUID derived from its
-// account and its whole ARN. For an assumed role the ARN ends with the
-// session name (arn:aws:sts::123456789012:assumed-role/Role/alice@example.com),
-// and the session is who the caller is: IAM Identity Center signs every
-// user of one permission set with the same role and a session of their
-// own, so two people never share keys, and neither do two sessions of one
-// role. A caller that assumes its role again under another session name
-// between two retries gets a fresh scope (its retry runs as a new
-// request); keep the session name stable per caller. A request without an
-// IAM identity (AuthType NONE) has no user and is refused with 401.
+// AWS_IAM: the user is the IAM principal that signed the request, by its
+// account and whole ARN. For an assumed role that ends with the session
+// name, so two sessions of one role are two users (see docs/library.md).
+// A request without an IAM identity has no user (401).
 func IAMPrincipal(_ context.Context, req Request) (string, error) {
 	if req.IAM == nil || req.IAM.AccountID == "" || req.IAM.UserARN == "" {
 		return "", nil

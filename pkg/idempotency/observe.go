@@ -73,6 +73,7 @@ type observation struct {
 	function  string // the name of a Function or SQSHandler
 	key       string
 	user      string
+	tenant    string
 	owner     string
 	outcome   Outcome
 	status    int
@@ -163,6 +164,9 @@ func (o *observation) emit(ctx context.Context, logger *slog.Logger, metrics *em
 		}
 		if o.user != "" {
 			attrs = append(attrs, slog.String("user", o.user))
+		}
+		if o.tenant != "" {
+			attrs = append(attrs, slog.String("tenant", o.tenant))
 		}
 		if o.owner != "" {
 			attrs = append(attrs, slog.String("owner", o.owner))

@@ -1,10 +1,12 @@
 package idempotency
 
 import (
+	"context"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/google/uuid"
 )
 
@@ -51,6 +53,25 @@ func IssuerSubject(issuer, subject string) string {
 		return ""
 	}
 	return qualified("issuer", issuer, subject)
+}
+
+// TenantUserID is the user id a record of userID (a SubjectUUID, or a
+// function's scope id: FunctionRecordID) is kept under in tenant: userID
+// itself without a tenant (""), else a UUID version 8 derived from both.
+func TenantUserID(tenant, userID string) string {
+	if tenant == "" {
+		return userID
+	}
+	return derivedUUID("tenant", tenant, userID)
+}
+
+// lambdaTenant is the default Config.Tenant: the tenant of a Lambda
+// invocation in tenant isolation mode.
+func lambdaTenant(ctx context.Context) string {
+	if lc, ok := lambdacontext.FromContext(ctx); ok {
+		return lc.TenantID
+	}
+	return ""
 }
 
 // qualifiedMark opens a subject made of parts (IssuerSubject,

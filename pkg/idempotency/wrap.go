@@ -102,7 +102,9 @@ func (d *decorator) serve(ctx context.Context, view Request, bodySize int, run f
 		obs.err = err
 		return refuse(OutcomeRejected, problem.New(http.StatusUnauthorized, CodeUnauthenticated, detail))
 	}
-	obs.user = userID
+	tenant := d.cfg.Tenant(ctx)
+	recordUser := TenantUserID(tenant, userID)
+	obs.user, obs.tenant = recordUser, tenant
 
 	key, err := d.requestKey(ctx, view)
 	switch {
@@ -118,13 +120,13 @@ func (d *decorator) serve(ctx context.Context, view Request, bodySize int, run f
 		return refuse(OutcomeTooLarge, p)
 	}
 	recordKey := RecordKey(d.cfg.KeyPrefix, d.cfg.KeyFormat, key)
-	hash, err := d.fingerprint(view, userID, recordKey, obs)
+	hash, err := d.fingerprint(view, recordUser, recordKey, obs)
 	if err != nil {
 		obs.err = err
 		return refuse(OutcomeRejected, fingerprintProblem(err))
 	}
 
-	ref, res, err := d.e.claim(ctx, obs, userID, recordKey, hash)
+	ref, res, err := d.e.claim(ctx, obs, recordUser, recordKey, hash)
 	switch {
 	case idemstore.IsPermanent(err):
 		return refuse(OutcomeStoreError, storeMisconfigured())
@@ -158,7 +160,7 @@ func (d *decorator) serve(ctx context.Context, view Request, bodySize int, run f
 		}
 	}
 
-	ctx = NewContext(ctx, Info{Key: key, UserID: userID, Fingerprint: hash})
+	ctx = NewContext(ctx, Info{Key: key, UserID: userID, Tenant: tenant, Fingerprint: hash})
 	state := &runState{e: d.e, ref: ref, stored: d.stored}
 	mismatch := false
 	err = d.e.execute(ctx, state, obs, func(ctx context.Context) (idemstore.Response, bool, error) {

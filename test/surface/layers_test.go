@@ -111,7 +111,10 @@ func exportedNames(t *testing.T, dir string) int {
 func TestUserPackageBudget(t *testing.T) {
 	t.Parallel()
 	dir := filepath.Join(root(t), "pkg", "idempotency")
-	const budget = 95
+	// 94 when the library was split by audience; since then IssuerSubject
+	// (a subject qualified by its issuer) and TenantUserID (a record's user
+	// id in a tenant, for operators and for programs keying on it).
+	const budget = 96
 	n := exportedNames(t, dir)
 	require.LessOrEqual(t, n, budget, "pkg/idempotency exports %d names, over its budget of %d: put what only store authors need in idemstore, and what only this module needs behind internal/", n, budget)
 	doc, err := os.ReadFile(filepath.Join(dir, "doc.go"))

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
@@ -81,6 +82,38 @@ var keyCases = []behaviourCase{
 		require.Equal(t, http.StatusCreated, got.StatusCode)
 		require.Empty(t, got.Headers.Get(idempotency.ReplayedHeader), "the victim's response was replayed to another user")
 		require.EqualValues(t, 2, e.runs.Load())
+	}},
+	{"two tenants with the same user and key get records of their own", func(t *testing.T, e *env) {
+		if e.p.name == "net/http" {
+			t.Skip("a Lambda invocation's tenant (lambdacontext); a server's comes from Config.Tenant (a test of its own)")
+		}
+		var infos []idempotency.Info
+		inv := e.wrap(func(ctx context.Context, req idempotency.Request) (apigw.Response, error) {
+			info, _ := idempotency.FromContext(ctx)
+			infos = append(infos, info)
+			return e.respond(http.StatusCreated)(ctx, req)
+		})
+		in := func(tenant string) context.Context {
+			return lambdacontext.NewContext(context.Background(), &lambdacontext.LambdaContext{AwsRequestID: uuid.NewString(), TenantID: tenant})
+		}
+		req := e.post(`{}`)
+		a, err := inv(in("tenant-a"), req)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusCreated, a.StatusCode)
+		b, err := inv(in("tenant-b"), req)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusCreated, b.StatusCode)
+		require.Empty(t, b.Headers.Get(idempotency.ReplayedHeader), "another tenant's record was replayed")
+		require.EqualValues(t, 2, e.runs.Load())
+		again, err := inv(in("tenant-a"), req)
+		require.NoError(t, err)
+		requireReplay(t, a, again)
+		none := e.do(inv, req) // no tenant: a third record
+		require.Empty(t, none.Headers.Get(idempotency.ReplayedHeader))
+		require.EqualValues(t, 3, e.runs.Load())
+		require.Equal(t, "tenant-a", infos[0].Tenant)
+		require.Equal(t, infos[0].UserID, infos[1].UserID, "the same user")
+		requireRecord(t, e.store, idempotency.TenantUserID("tenant-b", idempotency.SubjectUUID(e.user)), e.key, idemstore.StatusCompleted)
 	}},
 	{"the key header is configurable", func(t *testing.T, e *env) {
 		inv := e.wrap(e.respond(http.StatusCreated), func(c *idempotency.Config) { c.Key = idempotency.HeaderKey("X-Idempotency-Key") })
@@ -282,6 +315,22 @@ var keyCases = []behaviourCase{
 
 // functionKeyCases are the same options for Function and SQSHandler.
 var functionKeyCases = []functionCase{
+	{"two tenants with the same scope and key get records of their own", func(t *testing.T, e *funcEnv) {
+		f := e.newOrder(nil)
+		o := order{ID: uuid.NewString()}
+		in := func(tenant string) context.Context {
+			return lambdacontext.NewContext(context.Background(), &lambdacontext.LambdaContext{AwsRequestID: uuid.NewString(), TenantID: tenant})
+		}
+		a, err := f(in("tenant-a"), o)
+		require.NoError(t, err)
+		b, err := f(in("tenant-b"), o)
+		require.NoError(t, err)
+		require.NotEqual(t, a.Run, b.Run, "another tenant's result was replayed")
+		again, err := f(in("tenant-a"), o)
+		require.NoError(t, err)
+		require.Equal(t, a.Run, again.Run)
+		require.EqualValues(t, 2, e.runsOf(o.ID))
+	}},
 	{"key prefixes keep two services' functions apart", func(t *testing.T, e *funcEnv) {
 		orders := e.newOrder(nil, func(c *idempotency.FunctionConfig[order]) { c.KeyPrefix = "orders" })
 		billing := e.newOrder(nil, func(c *idempotency.FunctionConfig[order]) { c.KeyPrefix = "billing" })
