@@ -24,8 +24,8 @@ type recordFlags struct {
 	table, dynamoPrefix                               string
 
 	sub, issuer, tenant, key, keyFormat, prefix string
-	function, scope                     string
-	user, recordKey                     string
+	function, scope                             string
+	user, recordKey                             string
 
 	status  string
 	limit   int
