@@ -99,6 +99,13 @@ type heartbeat struct {
 func (e *engine) startHeartbeat(ctx context.Context, run *runState, granted time.Time) (context.Context, *heartbeat) {
 	runCtx, cancel := context.WithCancelCause(ctx)
 	hb := &heartbeat{e: e, run: run, cancel: cancel, quit: make(chan struct{}), done: make(chan struct{})}
+	if hold := e.heartbeat - e.renewMargin(); time.Since(granted) >= hold {
+		// The claim's answer came back after its lease could have run out
+		// (a slow store): the handler starts already told.
+		close(hb.done)
+		hb.tell(hold, nil)
+		return runCtx, hb
+	}
 	go hb.beat(context.WithoutCancel(ctx), granted)
 	return runCtx, hb
 }
