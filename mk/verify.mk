@@ -1,9 +1,9 @@
 # The protocol, model-checked. `make verify` (part of `make test`) runs spin
 # over verify/idempotency.pml: the exhaustive search of each size in
-# verify/check.sh must find no violation of the properties P1–P5, and each
+# verify/check.sh must find no violation of the properties P1–P6, and each
 # mutation (one rule of the protocol removed) must make its property fail,
-# so that the check is known to be able to fail. It takes about a minute and
-# a half on 2 cores and at most about 1.2 GB of memory. spin comes from
+# so that the check is known to be able to fail. It takes about four minutes
+# on 2 cores and at most about 1.3 GB of memory. spin comes from
 # scripts/install-deps.sh (Debian's spin package). The figures are in
 # docs/reliability.md; the approach in docs/adr (verification).
 
@@ -12,7 +12,8 @@ verify: deps ## Model-check the protocol with spin (every size, every mutation);
 	@bash verify/check.sh
 
 # The histories of test/history, long: a minute on each store (PostgreSQL,
-# Redis, DynamoDB on moto) with four worker processes of eight goroutines, pauses and kills all along. The short
+# Redis, DynamoDB on moto) with four worker processes of eight goroutines
+# and one of heartbeat runs, renewal outages, pauses and kills all along. The short
 # version (6 s on each store) runs in make test. The table rows are printed
 # at the end, for docs/reliability.md. `make soak` runs this too.
 HISTORY_FIGURES := $(LOCAL)/history-figures.md

@@ -11,7 +11,7 @@
 # Environment: VERIFY_EXTRA (more -D options for every size: a mutation's
 # switch there shows its trail), SPIN (default spin), CC (default cc), VERIFY_WORK (the build
 # directory; default .local/verify), VERIFY_MEM_MB (pan's memory bound,
-# default 2048: the largest size needs about 1.2 GB).
+# default 2048: the largest size needs about 1.3 GB).
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -26,11 +26,15 @@ command -v "$spin" >/dev/null 2>&1 || { echo "verify: spin is not installed (apt
 command -v "$cc" >/dev/null 2>&1 || { echo "verify: a C compiler is needed to build spin's verifier (apt-get install gcc)" >&2; exit 1; }
 
 # The sizes searched exhaustively: name, then the model's -D options.
-# Times are ticks; B=1 (a good clock reads T-1, T or T+1), M=2, RUN=1.
+# Times are ticks; B=1 (a good clock reads T-1, T or T+1), M=2, RUN=1, H=6
+# (so that min(M, H/3) = 2B). heartbeat-renewals spends its faults on lost
+# requests and replies only (no crashes), so that two of them can hit one
+# heartbeat run's renewals.
 sizes=(
-  "two-invocations  -DN=2 -DFAULTS=2 -DTMAX=5 -DRUN=1"
-  "environment      -DN=3 -DFAULTS=1 -DTMAX=5 -DRUN=1 -DHEARTBEAT -DCACHE"
-  "same-token-retry -DN=2 -DFAULTS=3 -DTMAX=5 -DRUN=1 -DSAME_TOKEN -DCACHE"
+  "two-invocations    -DN=2 -DFAULTS=2 -DTMAX=5 -DRUN=1"
+  "environment        -DN=3 -DFAULTS=1 -DTMAX=5 -DRUN=1 -DHEARTBEAT -DCACHE"
+  "same-token-retry   -DN=2 -DFAULTS=3 -DTMAX=5 -DRUN=1 -DSAME_TOKEN -DCACHE"
+  "heartbeat-renewals -DN=2 -DFAULTS=2 -DTMAX=5 -DRUN=1 -DHEARTBEAT -DNO_CRASH"
 )
 
 # The mutations: the switch, the property it must break, the size's options.
@@ -45,6 +49,8 @@ mutations=(
   "M_RELEASE_ANY_OWNER  P4 -DN=2 -DFAULTS=1 -DTMAX=5 -DRUN=1"
   "M_COMPLETE_ANY_OWNER P4 -DN=2 -DFAULTS=0 -DTMAX=5 -DRUN=1 -DHEARTBEAT"
   "M_RENEW_ANY_OWNER    P4 -DN=2 -DFAULTS=0 -DTMAX=5 -DRUN=1 -DHEARTBEAT"
+  "M_NO_LOCAL_CANCEL    P6 -DN=2 -DFAULTS=0 -DTMAX=5 -DRUN=1 -DHEARTBEAT"
+  "M_GRANT_AT_REPLY     P6 -DN=2 -DFAULTS=0 -DTMAX=5 -DRUN=1 -DHEARTBEAT"
 )
 
 mkdir -p "$work"
@@ -90,7 +96,7 @@ if [ "$what" = all ] || [ "$what" = sizes ]; then
     trans=$(awk '/transitions \(= stored\+matched\)/ { print $1 }' pan.out)
     memory=$(awk '/total actual memory usage/ { print $1 }' pan.out)
     if grep -q "errors: 0" pan.out; then
-      summary+=("ok    $name ($opts): $states states, $trans transitions, ${memory} MB, ${secs}s; P1-P5 hold")
+      summary+=("ok    $name ($opts): $states states, $trans transitions, ${memory} MB, ${secs}s; P1-P6 hold")
     else
       failed=1
       summary+=("FAIL  $name ($opts): a property is violated")

@@ -15,7 +15,11 @@
  *           each fenced by the owner token and the in-progress status,
  *           retried after a failure; a retry whose first attempt committed
  *           is answered lease-lost.
- *   renew   a heartbeat run's lease, fenced like complete.
+ *   renew   a heartbeat run's lease, fenced like complete. A heartbeat run
+ *           is told (its context cancelled) when no renewal has succeeded
+ *           by its last grant + H - LM on its monotonic clock (see "Time");
+ *           its handler then stops, as it does when a renewal hears the
+ *           lease lost.
  *
  * Faults, all explored exhaustively: every call's request may be lost
  * before the store acts, or its reply lost after the store acted (the
@@ -32,6 +36,21 @@
  * context.go), or the caller's clock plus the heartbeat H for a run with no
  * deadline. The lease rule is M >= 2B: two good clocks differ by at most 2B.
  *
+ * A heartbeat run's local deadline. The engine holds a lease, locally, for
+ * H - LM from its grant (LM = min(M, H/3)): the send of the claim, then the
+ * send of each renewal that succeeded, never its reply, which may come
+ * late; a renewal that fails moves nothing. It measures that on the
+ * monotonic clock, which does not read the time of day but measures
+ * elapsed time, whatever the caller's clock (the lease's) reads; its rate
+ * error over one lease is far below the bound, so the model counts it in
+ * true time: the handler is stopped by T = grant + H - LM (it may stop at
+ * any time before), while the lease the store holds is the caller's clock
+ * at a send (at least grant - B) plus H. Takeover needs the earlier of two
+ * clocks, one of them good, past that lease, so comes at T >= grant + H -
+ * 2B: LM >= 2B, that is M >= 2B and H >= 6B, keeps the two apart. (A local
+ * deadline judged on a clock that only keeps the bound, reading by reading,
+ * would need LM >= 4B: the grant read B ahead, the deadline B behind.)
+ *
  * Properties (each a numbered violation below; docs/reliability.md states
  * them in prose):
  *   P1 no two runs of the key overlap while a lease is live: when a run
@@ -46,18 +65,32 @@
  *      starts only after the first was released, or after its lease ran
  *      out, which the lease rule puts after its deadline, when it is dead.
  *      Only a run without a deadline (a heartbeat run whose renewals failed
- *      for a whole lease) can still be going, and P1 covers it.
+ *      for a whole lease) can still be claimed when its key is taken over;
+ *      P6 says its handler has stopped by then.
+ *   P6 at most one run of the key executes at any time: when a run's
+ *      handler starts, no other run's handler is still executing, heartbeat
+ *      runs included, whatever renewal requests or replies are lost. It
+ *      rests on the local deadline of heartbeat runs and on handlers that
+ *      stop when told (a deadline run is stopped by its deadline). P6 makes
+ *      P1 strong: P1 lets a heartbeat run whose renewals failed for a whole
+ *      lease go on beside the run that took its key over; P6 says it has
+ *      stopped by then. P1 stays as the store's half: when it may hand the
+ *      key over.
  *
  * Mutations (each removes one rule; make verify expects the named property
  * to fail): M_TAKER_CLOCK, M_STORE_CLOCK (P1); M_NO_MARGIN, M_FIXED_LEASE
  * (P5); M_TAKEOVER_COMPLETED, M_RELEASE_ANY_STATUS (P2); M_CACHE_ANY_FINISH
- * (P3); M_RELEASE_ANY_OWNER, M_COMPLETE_ANY_OWNER, M_RENEW_ANY_OWNER (P4).
+ * (P3); M_RELEASE_ANY_OWNER, M_COMPLETE_ANY_OWNER, M_RENEW_ANY_OWNER (P4);
+ * M_NO_LOCAL_CANCEL (a heartbeat run is told only by a renewal that
+ * reaches the store), M_GRANT_AT_REPLY (the local deadline measured from a
+ * renewal's reply instead of its send) (P6).
  *
  * Sizes (-D at compile time): N invocations (2..3), HEARTBEAT (invocation 0
  * has no deadline and renews its lease), SAME_TOKEN (the last invocation is
  * a retry of invocation 0 with its owner token, started after it ended, as
  * Lambda retries a request id), CACHE (invocations 0 and 2 share one
- * process and its local cache of completed records).
+ * process and its local cache of completed records), NO_CRASH (the faults
+ * are lost requests and replies only).
  */
 
 #ifndef N
@@ -77,8 +110,10 @@
 #define RUN 2          /* an invocation's time to its deadline */
 #endif
 #ifndef H
-#define H 2            /* the heartbeat lease (Config.Heartbeat) */
+#define H 6            /* the heartbeat lease (Config.Heartbeat) */
 #endif
+/* The margin of a heartbeat run's local deadline: min(M, H/3). */
+#define LM (M < H/3 -> M : H/3)
 #ifndef TMAX
 #define TMAX 7         /* the last tick explored */
 #endif
@@ -124,12 +159,23 @@ bool crashed[N];
 bool going[N];         /* claimed, and its handler has not returned */
 bool ended[N];          /* the invocation has finished or died */
 bool hb[N];             /* has no deadline: renews its lease */
+bool exec[N];           /* its handler has started and not returned */
+byte held[N];           /* a heartbeat run's local deadline, true time */
 
 /* The local cache of completed records, per process. */
 bool cv[2];
 byte ch[2], cr[2];
 
 #define alive(j)   (!crashed[j] && (hb[j] || T < dl[j]))
+/* A heartbeat run has been told: its local deadline has passed (see
+ * "Time"), and its handler has stopped. */
+#ifdef M_NO_LOCAL_CANCEL
+#define told(j)    false
+#else
+#define told(j)    (T >= held[j])
+#endif
+/* Invocation j's handler is executing. */
+#define running(j) (exec[j] && alive(j) && !(hb[j] && told(j)))
 
 /* A property is violated: the trail's replay prints which one. */
 inline violated(p) {
@@ -145,6 +191,20 @@ inline checkWrite(tk) {
 	fi;
 	if
 	:: st != INPROG || own != tk -> violated(4)
+	:: else -> skip
+	fi
+}
+
+/* P6, when invocation i's handler starts: no other handler is executing. */
+inline checkStart(i) {
+	if
+	:: i != 0 && running(0) -> violated(6)
+#if N > 1
+	:: i != 1 && running(1) -> violated(6)
+#endif
+#if N > 2
+	:: i != 2 && running(2) -> violated(6)
+#endif
 	:: else -> skip
 	fi
 }
@@ -261,10 +321,15 @@ inline storeRenew(i, tk, l, ok) {
 
 /* Inside an atomic step of invocation i: it dies here when its deadline
  * has passed, or crashes here (a fault). */
+#ifdef NO_CRASH
+#define CRASH false
+#else
+#define CRASH (faults < FAULTS)
+#endif
 #define STEP \
 	if \
 	:: !alive(i) -> goto dead \
-	:: faults < FAULTS -> faults++; crashed[i] = true; goto dead \
+	:: CRASH -> faults++; crashed[i] = true; goto dead \
 	:: alive(i) -> skip \
 	fi
 
@@ -294,7 +359,7 @@ inline storeRenew(i, tk, l, ok) {
 	}
 
 proctype Inv(byte i; byte tk; byte h; byte p) {
-	byte now, l, tries, sNow, eff;
+	byte now, l, tries, sNow, eff, grant;
 	mtype ans;
 	bool ok, fail, acted;
 
@@ -327,7 +392,7 @@ proctype Inv(byte i; byte tk; byte h; byte p) {
 		STEP;
 		readClock(now, true);
 		if
-		:: hb[i] -> l = now + H
+		:: hb[i] -> l = now + H; held[i] = T + H - LM
 		:: !hb[i] && dl[i] <= T -> l = now  /* a deadline passed: expired */
 #ifdef M_FIXED_LEASE
 		:: !hb[i] && dl[i] > T -> l = now + 1
@@ -370,20 +435,43 @@ proctype Inv(byte i; byte tk; byte h; byte p) {
 	fi;
 	ans = 0;
 
-	/* The run: the handler starts. */
-	atomic { STEP }
-	/* A heartbeat run renews its lease while the handler runs; a renewal
-	 * that finds the lease lost cancels the handler's context, which the
-	 * handler may ignore. */
+	/* The run: the handler starts. A heartbeat run whose claim came back
+	 * after its local deadline is told at once (the engine's timer fires
+	 * as the handler starts), and its handler, which checks its context
+	 * before a side effect, does nothing. */
+	atomic {
+		STEP;
+		if
+		:: hb[i] && told(i) -> skip
+		:: else -> checkStart(i)
+		fi;
+		exec[i] = true
+	}
+	/* A heartbeat run renews its lease while the handler runs, until it is
+	 * told. A renewal that succeeds moves the local deadline to its send's
+	 * grant; one that finds the lease lost cancels the handler's context,
+	 * and the handler stops. The handler may stop at any time. */
 	do
-	:: hb[i] && tries < RENEWS ->
+	:: hb[i] && tries < RENEWS && !told(i) ->
 		tries++;
-		atomic { readClock(now, true); l = now + H; now = 0 }
+		atomic { readClock(now, true); l = now + H; grant = T + H - LM; now = 0 }
 		CALL(storeRenew(i, tk, l, ok));
-		l = 0
+#ifdef M_GRANT_AT_REPLY
+		atomic { grant = T + H - LM }
+#endif
+		if
+		:: told(i) -> break                 /* stopped: the renewals end */
+		:: else ->
+			if
+			:: !fail && ok -> held[i] = grant
+			:: !fail && !ok -> break
+			:: else -> skip
+			fi
+		fi;
+		l = 0; grant = 0; ok = false
 	:: break
 	od;
-	atomic { STEP; going[i] = false; tries = 0 }
+	atomic { STEP; going[i] = false; exec[i] = false; grant = 0; tries = 0 }
 
 	/* The finish: complete (the handler succeeded) or release (it failed,
 	 * panicked, or answered what is not stored), retried after a failure
@@ -426,8 +514,8 @@ proctype Inv(byte i; byte tk; byte h; byte p) {
 dead:
 done:
 	atomic {
-		going[i] = false; crashed[i] = false; dl[i] = 0;
-		now = 0; l = 0; tries = 0; ans = 0; ok = false; fail = false;
+		going[i] = false; exec[i] = false; held[i] = 0; crashed[i] = false; dl[i] = 0;
+		now = 0; l = 0; grant = 0; tries = 0; ans = 0; ok = false; fail = false;
 		ended[i] = true
 	}
 }

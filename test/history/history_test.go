@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -57,6 +58,38 @@ const (
 	keysSoak  = 64
 )
 
+// Heartbeat runs: calls with no deadline, whose lease is one heartbeat,
+// renewed every heartbeat/3. The engine tells such a run (cancels its
+// context) when no renewal has succeeded for heartbeat less
+// min(margin, heartbeat/3), which must cover the clocks' disagreement, 2 ×
+// skewBound: heartbeat/3 = 300 ms. A beat run's handler makes its side
+// effect in beatSteps steps, beatStep apart (several beats in all),
+// checking its context before each; every worker calls the key of each
+// beatWindow, again every beatRetry until it has run or replayed, so that
+// another worker's retry takes a key over once its lease has run out. A
+// renewal starts an outage of its worker's renewals with probability
+// outageChance, for longer than a lease.
+const (
+	heartbeat    = 900 * time.Millisecond
+	beatSteps    = 8
+	beatStep     = 200 * time.Millisecond
+	beatWindow   = 2 * time.Second
+	beatRetry    = 100 * time.Millisecond
+	outage       = heartbeat * 3 / 2
+	outageChance = 0.5
+)
+
+// clockTolerance is how far apart two runs' execution intervals may be
+// misjudged. The intervals are read on the wall clock (time.Now's wall
+// reading, Unix nanoseconds): every process of the machine reads the one
+// system clock, so readings of different processes order as the events
+// did, unless the clock is stepped; Go's monotonic reading is counted from
+// each process's start and cannot be compared across processes, and a
+// collector would time an event when it arrives, not when it happened. A
+// step is caught instead: each worker logs both readings at its start and
+// end, and the check fails when they drift apart by more than this.
+const clockTolerance = 2 * time.Millisecond
+
 // The environment through which TestHistory talks to its workers.
 const (
 	envStore = "ICHIDO_HISTORY_STORE"
@@ -90,13 +123,17 @@ func (s leaseIgnoringStore) Claim(ctx context.Context, c idemstore.Claim) (idems
 
 // event is one line of a process's log.
 type event struct {
-	E        string `json:"e"` // call, claimed, effect, handled, returned, cuts
+	E        string `json:"e"` // call, claimed, effect, handled, returned, renew, outage, clock, cuts
 	ID       string `json:"id,omitempty"`
 	Key      string `json:"key,omitempty"`
 	Body     string `json:"body,omitempty"`
 	Owner    string `json:"owner,omitempty"`
 	T        int64  `json:"t"`
 	Deadline int64  `json:"deadline,omitempty"`
+	Beat     bool   `json:"beat,omitempty"`  // a call with no deadline
+	Lease    int64  `json:"lease,omitempty"` // a beat call's first lease (a lower bound), a renewal's
+	Sent     int64  `json:"sent,omitempty"`  // when a renewal was sent
+	Mono     int64  `json:"mono,omitempty"`  // a clock event: the process's monotonic time
 	OK       bool   `json:"ok,omitempty"`
 	Out      string `json:"out,omitempty"`
 	Finish   string `json:"finish,omitempty"`
@@ -124,7 +161,7 @@ func (l *eventLog) write(e event) {
 type input struct {
 	Key     string
 	Body    string
-	Outcome string // ok, error, panic, slow
+	Outcome string // ok, error, panic, slow, beat (a long run with no deadline)
 }
 
 // output is the Function's result: the run that produced it.
@@ -164,12 +201,81 @@ func (outcomeHandler) Handle(ctx context.Context, r slog.Record) error {
 
 var errHandler = errors.New("the handler failed")
 
+// renewalFaults makes a worker's renewals fail for a while, as when the
+// store cannot be reached: a renewal starts an outage with probability
+// outageChance; during one, each renewal is lost before the store acts (at
+// once, or after hanging until its context ends; two outages in five each)
+// or its reply is lost after the store acted (one in five), one kind per
+// outage. Every renewal is logged, with what the store did.
+type renewalFaults struct {
+	idemstore.Store
+	log *eventLog
+
+	mu    sync.Mutex
+	rng   *rand.Rand
+	until time.Time // the current outage's end
+	kind  int       // 0 lost at once, 1 lost after hanging, 2 reply lost
+}
+
+func (s *renewalFaults) Renew(ctx context.Context, r idemstore.Renewal) error {
+	var id string
+	if c, ok := ctx.Value(ownerKey{}).(*call); ok {
+		id = c.id
+	}
+	s.mu.Lock()
+	if now := time.Now(); !now.Before(s.until) && s.rng.Float64() < outageChance {
+		s.until, s.kind = now.Add(outage), []int{0, 0, 1, 1, 2}[s.rng.IntN(5)]
+		s.log.write(event{E: "outage", N: s.kind})
+	}
+	down, kind := time.Now().Before(s.until), s.kind
+	s.mu.Unlock()
+	sent := time.Now().UnixNano()
+	lost := &idemstore.Error{Op: "renew", Err: errors.New("the store cannot be reached (a renewal outage)")}
+	if down && kind < 2 {
+		if kind == 1 {
+			<-ctx.Done()
+		}
+		s.log.write(event{E: "renew", ID: id, Owner: r.Owner, Sent: sent, Out: "dropped"})
+		return lost
+	}
+	err := s.Store.Renew(ctx, r)
+	out := "renewed"
+	switch {
+	case errors.Is(err, idemstore.ErrLeaseLost):
+		out = "lease_lost"
+	case err != nil:
+		out = outUnknown
+	}
+	s.log.write(event{E: "renew", ID: id, Owner: r.Owner, Sent: sent, Lease: r.LeaseUntil.UnixNano(), Out: out})
+	if down {
+		return lost
+	}
+	return err
+}
+
 // newFunction returns the idempotent Function every process calls, logging
 // to log, on store, with its clock skewed by skew.
 func newFunction(t testing.TB, name string, store idemstore.Store, log *eventLog, skew time.Duration, proc int) func(context.Context, input) (output, error) {
 	handler := func(ctx context.Context, in input) (output, error) {
 		c := ctx.Value(ownerKey{}).(*call)
 		log.write(event{E: "claimed", ID: c.id})
+		if in.Outcome == "beat" {
+			// The handler's side of the contract: it stops, making no more
+			// side effects, as soon as its context is cancelled.
+			for step := range beatSteps {
+				select {
+				case <-ctx.Done():
+				case <-time.After(beatStep):
+				}
+				if ctx.Err() != nil {
+					log.write(event{E: "handled", ID: c.id})
+					return output{}, context.Cause(ctx)
+				}
+				log.write(event{E: "effect", ID: c.id, Key: in.Key, Owner: c.owner, N: step})
+			}
+			log.write(event{E: "handled", ID: c.id, OK: true})
+			return output{Owner: c.owner, Body: in.Body}, nil
+		}
 		switch in.Outcome {
 		case "error":
 			log.write(event{E: "handled", ID: c.id})
@@ -201,6 +307,7 @@ func newFunction(t testing.TB, name string, store idemstore.Store, log *eventLog
 		Payload: func(in input) ([]byte, error) { return []byte(in.Body), nil },
 		Settings: idempotency.Settings{
 			LeaseMargin: margin,
+			Heartbeat:   heartbeat,
 			Owner:       func(ctx context.Context) string { return ctx.Value(ownerKey{}).(*call).owner },
 			Clock:       func() time.Time { return time.Now().Add(skew) },
 			Logger:      slog.New(outcomeHandler{}),
@@ -218,12 +325,23 @@ func newFunction(t testing.TB, name string, store idemstore.Store, log *eventLog
 	return fn
 }
 
-// callOnce makes one call and logs it.
-func callOnce(fn func(context.Context, input) (output, error), log *eventLog, id string, in input) {
-	c := &call{id: id, owner: uuid.NewString(), deadline: time.Now().Add(deadline)}
-	ctx, cancel := context.WithDeadline(context.WithValue(context.Background(), ownerKey{}, c), c.deadline)
-	defer cancel()
-	log.write(event{E: "call", ID: id, Key: in.Key, Body: in.Body, Owner: c.owner, Deadline: c.deadline.UnixNano()})
+// callOnce makes one call, from a process whose clock is skewed by skew,
+// logs it, and returns its answer. A beat call has no deadline.
+func callOnce(fn func(context.Context, input) (output, error), log *eventLog, id string, in input, skew time.Duration) string {
+	c := &call{id: id, owner: uuid.NewString()}
+	ctx := context.WithValue(context.Background(), ownerKey{}, c)
+	e := event{E: "call", ID: id, Key: in.Key, Body: in.Body, Owner: c.owner}
+	if in.Outcome == "beat" {
+		// The engine reads its clock for the claim after this.
+		e.Beat, e.Lease = true, time.Now().Add(skew+heartbeat).UnixNano()
+	} else {
+		c.deadline = time.Now().Add(deadline)
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, c.deadline)
+		defer cancel()
+		e.Deadline = c.deadline.UnixNano()
+	}
+	log.write(e)
 	out, err, panicked := func() (out output, err error, panicked bool) {
 		defer func() {
 			if recover() != nil {
@@ -248,6 +366,8 @@ func callOnce(fn func(context.Context, input) (output, error), log *eventLog, id
 		answer = outBusy
 	case errors.Is(err, idempotency.ErrKeyReused):
 		answer = outMismatch
+	case errors.Is(err, idemstore.ErrLeaseLost) || errors.Is(err, context.Canceled):
+		answer = "error" // a beat run that was told
 	case errors.As(err, &se):
 		answer = outUnavailable
 	case errors.Is(err, errHandler) || errors.Is(err, context.DeadlineExceeded):
@@ -256,6 +376,7 @@ func callOnce(fn func(context.Context, input) (output, error), log *eventLog, id
 		answer = "other: " + err.Error()
 	}
 	log.write(event{E: "returned", ID: id, Out: answer, Finish: c.finish})
+	return answer
 }
 
 // TestHistoryWorker is a worker process of TestHistory; run on its own it
@@ -276,6 +397,12 @@ func TestHistoryWorker(t *testing.T) {
 	log := &eventLog{f: f}
 	proc := int(atoi(envProc))
 	rng := rand.New(rand.NewPCG(uint64(atoi(envSeed)), uint64(proc)))
+	began := time.Now()
+	logClock := func() {
+		now := time.Now() // one reading: its wall and monotonic parts
+		log.write(event{E: "clock", T: now.UnixNano(), Mono: int64(now.Sub(began))})
+	}
+	logClock()
 
 	var store idemstore.Store
 	var cutter *storetest.ReplyCutter
@@ -309,8 +436,10 @@ func TestHistoryWorker(t *testing.T) {
 	if os.Getenv(envBroken) != "" {
 		store = leaseIgnoringStore{store}
 	}
+	faults := &renewalFaults{Store: store, log: log, rng: rand.New(rand.NewPCG(uint64(atoi(envSeed)), uint64(proc)+1<<32))}
 	name := os.Getenv(envName)
-	fn := newFunction(t, name, store, log, time.Duration(atoi(envSkew)), proc)
+	skew := time.Duration(atoi(envSkew))
+	fn := newFunction(t, name, faults, log, skew, proc)
 	until := time.Unix(0, atoi(envUntil))
 	start := time.Unix(0, atoi(envStart))
 	keys := int(atoi(envKeys))
@@ -346,12 +475,28 @@ func TestHistoryWorker(t *testing.T) {
 					_, recordKey := idempotency.FunctionRecordID("", name, "", in.Key)
 					cutter.CutReplyTo(recordKey)
 				}
-				callOnce(fn, log, fmt.Sprintf("p%d-g%d-%d", proc, g, n), in)
+				callOnce(fn, log, fmt.Sprintf("p%d-g%d-%d", proc, g, n), in, skew)
 				time.Sleep(time.Duration(pauseMS) * time.Millisecond)
 			}
 		})
 	}
+	// The heartbeat runs: one goroutine calls the key of each beatWindow,
+	// with no deadline, until it has run or replayed; every worker does, so
+	// that a run whose renewals fail is raced by another worker's retry.
+	wg.Go(func() {
+		for n := 0; time.Now().Add(beatSteps * beatStep).Before(until); n++ {
+			window := time.Since(start) / beatWindow
+			in := input{Key: fmt.Sprintf("beat-%d", window), Body: "body-0", Outcome: "beat"}
+			answer := callOnce(fn, log, fmt.Sprintf("p%d-beat-%d", proc, n), in, skew)
+			if answer == "ran" || strings.HasPrefix(answer, replayPrefix) {
+				time.Sleep(time.Until(start.Add((window + 1) * beatWindow)))
+				continue
+			}
+			time.Sleep(beatRetry)
+		}
+	})
 	wg.Wait()
+	logClock()
 	log.write(event{E: "cuts", N: cutter.Cuts()})
 }
 
@@ -417,6 +562,7 @@ func runHistory(t *testing.T, st storeUnderTest) {
 	}
 	res := recordHistory(t, st, size, false)
 	require.Empty(t, res.violations, "violations of the contract")
+	require.Empty(t, res.overlaps, "runs of one key that executed at the same time")
 	require.Equal(t, porcupine.Ok, res.linearizable, "the history is not linearizable against the contract's model; the operations of the failing key:\n%s", res.illegal)
 }
 
@@ -440,8 +586,8 @@ func TestHistoryCatchesBrokenStore(t *testing.T) {
 	const attempts = 4
 	for attempt := 1; attempt <= attempts; attempt++ {
 		res := recordHistory(t, st, historySize{workers: 2, goroutines: 6, keys: 4, length: 2 * time.Second}, true)
-		if res.linearizable != porcupine.Ok || len(res.violations) > 0 {
-			t.Logf("caught in history %d: linearizable %s, %d violations; the failing key:\n%s", attempt, res.linearizable, len(res.violations), res.illegal)
+		if res.linearizable != porcupine.Ok || len(res.violations) > 0 || len(res.overlaps) > 0 {
+			t.Logf("caught in history %d: linearizable %s, %d violations, %d overlaps; the failing key:\n%s", attempt, res.linearizable, len(res.violations), len(res.overlaps), res.illegal)
 			return
 		}
 		t.Logf("history %d: nothing caught in %d calls, %d runs", attempt, res.calls, res.runs)
@@ -469,13 +615,14 @@ func recordHistory(t *testing.T, st storeUnderTest, size historySize, broken boo
 
 	type worker struct {
 		cmd  *exec.Cmd
+		proc int
 		log  string
 		skew time.Duration
 		done chan error
 	}
 	var procs []*worker
 	startWorker := func(proc int) *worker {
-		w := &worker{log: filepath.Join(dir, fmt.Sprintf("worker-%d.log", proc)), done: make(chan error, 1)}
+		w := &worker{proc: proc, log: filepath.Join(dir, fmt.Sprintf("worker-%d.log", proc)), done: make(chan error, 1)}
 		w.skew = time.Duration(rng.Int64N(int64(2*skewBound+1))) - skewBound
 		w.cmd = exec.Command(os.Args[0], "-test.run=^TestHistoryWorker$", "-test.count=1")
 		w.cmd.Env = os.Environ()
@@ -508,6 +655,7 @@ func recordHistory(t *testing.T, st storeUnderTest, size historySize, broken boo
 	// a lease, and every third fault a kill (with a new worker in its
 	// place).
 	pauses, kills := 0, 0
+	var paused []pauseSpan
 	killed := map[*worker]bool{}
 	gap := min(length/8, 2*time.Second)
 	for i, at := 0, start.Add(gap); at.Add(pause).Before(until.Add(-length / 10)); i++ {
@@ -527,9 +675,11 @@ func recordHistory(t *testing.T, st storeUnderTest, size historySize, broken boo
 			at = time.Now().Add(gap)
 			continue
 		}
+		from := time.Now().UnixNano()
 		require.NoError(t, w.cmd.Process.Signal(syscall.SIGSTOP))
 		time.Sleep(pause)
 		require.NoError(t, w.cmd.Process.Signal(syscall.SIGCONT))
+		paused = append(paused, pauseSpan{proc: fmt.Sprintf("p%d-", w.proc), from: from, to: time.Now().UnixNano()})
 		pauses++
 		at = time.Now().Add(gap)
 	}
@@ -567,25 +717,28 @@ func recordHistory(t *testing.T, st storeUnderTest, size historySize, broken boo
 	sort.Strings(keysUsed)
 	for k, key := range keysUsed {
 		for b := range 2 {
-			callOnce(fn, final, fmt.Sprintf("final-%d-%d", k, b), input{Key: key, Body: fmt.Sprintf("body-%d", b), Outcome: "ok"})
+			callOnce(fn, final, fmt.Sprintf("final-%d-%d", k, b), input{Key: key, Body: fmt.Sprintf("body-%d", b), Outcome: "ok"}, 0)
 		}
 	}
 	require.NoError(t, f.Close())
 	h, err = readHistory(append(logs, f.Name()))
 	require.NoError(t, err)
-	res := check(h)
-	t.Logf("%s: %d processes (%d goroutines each, clocks skewed %v), %d keys at a time, %v: %d calls (%d runs, %d side effects), %d operations checked; faults: %d lost replies, %d pauses of %v, %d kills; %d keys completed, each by exactly one run; %d side effects of runs that lost their lease after it ran out",
-		st.kind, len(procs), goroutines, skews, keys, length.Round(time.Second), res.calls, res.runs, res.effects, res.operations, h.cuts, pauses, pause, kills, res.completedKeys, res.lostLeaseEffects)
+	res := check(h, paused)
+	t.Logf("%s: %d processes (%d goroutines each and one of heartbeat runs, clocks skewed %v), %d keys at a time, %v: %d calls (%d runs, %d of them heartbeat runs; %d side effects), %d operations checked (%d renewals); faults: %d lost replies, %d renewal outages of %v (%d renewals lost), %d pauses of %v, %d kills; %d keys completed, each by exactly one run; %d side effects of runs that did not complete their key; %d runs checked for overlap, %d overlaps excused (the run's process was paused while it ran), %d overlaps",
+		st.kind, len(procs), goroutines, skews, keys, length.Round(time.Second), res.calls, res.runs, res.beatRuns, res.effects, res.operations, res.renewals, h.cuts, h.outages, outage, res.renewalsLost, pauses, pause, kills, res.completedKeys, res.lostLeaseEffects, res.spans, res.excused, len(res.overlaps))
 	if !broken {
-		writeFigures(t, st.kind, fmt.Sprintf("%d worker processes at a time (%d in all) × %d goroutines, %d keys at a time, %v", workers, len(procs), goroutines, keys, length.Round(time.Second)), res, h.cuts, pauses, kills)
+		writeFigures(t, st.kind, fmt.Sprintf("%d worker processes at a time (%d in all) × %d goroutines and 1 of heartbeat runs, %d keys at a time, %v", workers, len(procs), goroutines, keys, length.Round(time.Second)), res, h, pauses, kills)
 	}
 	return res
 }
 
 // history is what the processes' logs hold, by call.
 type history struct {
-	calls map[string]*callEvents
-	cuts  int
+	calls    map[string]*callEvents
+	renewals []event
+	clocks   map[string][]event // by log: a worker's clock events
+	cuts     int
+	outages  int
 }
 
 type callEvents struct {
@@ -594,7 +747,7 @@ type callEvents struct {
 }
 
 func readHistory(paths []string) (*history, error) {
-	h := &history{calls: map[string]*callEvents{}}
+	h := &history{calls: map[string]*callEvents{}, clocks: map[string][]event{}}
 	for _, p := range paths {
 		f, err := os.Open(p)
 		if err != nil {
@@ -607,8 +760,18 @@ func readHistory(paths []string) (*history, error) {
 			if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
 				continue // a line cut short by a kill
 			}
-			if e.E == "cuts" {
+			switch e.E {
+			case "cuts":
 				h.cuts += e.N
+				continue
+			case "outage":
+				h.outages++
+				continue
+			case "renew":
+				h.renewals = append(h.renewals, e)
+				continue
+			case "clock":
+				h.clocks[p] = append(h.clocks[p], e)
 				continue
 			}
 			c := h.calls[e.ID]
@@ -637,18 +800,36 @@ func readHistory(paths []string) (*history, error) {
 	return h, nil
 }
 
+// pauseSpan is a pause of a worker process (SIGSTOP to SIGCONT, wall
+// clock); proc is the prefix of its calls' ids.
+type pauseSpan struct {
+	proc     string
+	from, to int64
+}
+
+// span is the execution interval of one run, on the wall clock.
+type span struct {
+	id       string
+	beat     bool
+	from, to int64
+}
+
 // result is what check found.
 type result struct {
-	calls, runs, effects, operations int
-	completedKeys, lostLeaseEffects  int
-	violations                       []string
-	linearizable                     porcupine.CheckResult
-	illegal                          string
+	calls, runs, beatRuns, effects  int
+	operations, renewals            int
+	renewalsLost                    int
+	completedKeys, lostLeaseEffects int
+	spans, excused                  int
+	violations, overlaps            []string
+	linearizable                    porcupine.CheckResult
+	illegal                         string
 }
 
 // check builds the operations of h, checks them with porcupine against the
-// contract's model, and counts the side effects per completed key.
-func check(h *history) result {
+// contract's model, counts the side effects per completed key, and checks
+// that no two runs of a key executed at once (paused: the workers' pauses).
+func check(h *history, paused []pauseSpan) result {
 	var res result
 	var ops []porcupine.Operation
 	ids := make([]string, 0, len(h.calls))
@@ -659,6 +840,8 @@ func check(h *history) result {
 	effects := map[string]map[string]int{}   // key → owner → side effects
 	finishes := map[string]map[string]bool{} // key → owners whose run completed the key
 	final := map[string]map[string]bool{}    // key → owners of the final round's answers
+	beats := map[string]bool{}               // owners of beat calls
+	spans := map[string][]span{}             // key → its runs' execution intervals
 	for client, id := range ids {
 		c := h.calls[id]
 		if c.call == nil {
@@ -670,7 +853,12 @@ func check(h *history) result {
 		if c.returned != nil {
 			ret = c.returned.T
 		}
-		base := opInput{Key: key, Owner: owner, Body: c.call.Body, Deadline: c.call.Deadline}
+		lease := c.call.Deadline + int64(margin)
+		if c.call.Beat {
+			lease = c.call.Lease
+			beats[owner] = true
+		}
+		base := opInput{Key: key, Owner: owner, Body: c.call.Body, Lease: lease}
 		for range c.effects {
 			if effects[key] == nil {
 				effects[key] = map[string]int{}
@@ -680,6 +868,10 @@ func check(h *history) result {
 		}
 		if c.claimed != nil {
 			res.runs++
+			if c.call.Beat {
+				res.beatRuns++
+			}
+			spans[key] = append(spans[key], runSpan(id, c))
 			claim := base
 			claim.Op, claim.Returned = opClaim, c.claimed.T
 			ops = append(ops, porcupine.Operation{ClientId: client, Input: claim, Call: c.call.T, Output: outClaimed, Return: c.claimed.T})
@@ -730,7 +922,54 @@ func check(h *history) result {
 			res.violations = append(res.violations, fmt.Sprintf("call %s (key %s) got the result of another payload", id, key))
 		}
 	}
+	// The renewals that reached the store (a lost request changed nothing).
+	for _, e := range h.renewals {
+		c := h.calls[e.ID]
+		if c == nil || c.call == nil {
+			continue
+		}
+		if e.Out == "dropped" {
+			res.renewalsLost++
+			continue
+		}
+		res.renewals++
+		in := opInput{Op: opRenew, Key: c.call.Key, Owner: e.Owner, Lease: e.Lease, Returned: e.T}
+		ops = append(ops, porcupine.Operation{ClientId: len(ids) + res.renewals, Input: in, Call: e.Sent, Output: e.Out, Return: e.T})
+	}
 	res.operations = len(ops)
+
+	// The wall clock was not stepped while the workers ran.
+	for path, clocks := range h.clocks {
+		if len(clocks) < 2 {
+			continue // a killed worker
+		}
+		first, last := clocks[0], clocks[len(clocks)-1]
+		if d := time.Duration((last.T - first.T) - (last.Mono - first.Mono)); d.Abs() > clockTolerance {
+			res.violations = append(res.violations, fmt.Sprintf("%s: the wall clock moved %v against the monotonic clock: the execution intervals cannot be compared", filepath.Base(path), d))
+		}
+	}
+
+	// At most one run of a key executes at any time: each run's interval
+	// ends before the next one's starts. A run in a process that was paused
+	// while it ran is excused: a frozen process can neither be told nor
+	// keep time.
+	for key, runs := range spans {
+		sort.Slice(runs, func(i, j int) bool { return runs[i].from < runs[j].from })
+		res.spans += len(runs)
+		for j, b := range runs {
+			for _, a := range runs[:j] {
+				if b.from >= a.to-int64(clockTolerance) {
+					continue
+				}
+				if pausedDuring(paused, a) {
+					res.excused++
+					continue
+				}
+				res.overlaps = append(res.overlaps, fmt.Sprintf("key %s: run %s (%s) executed until %s, after run %s (%s) started at %s",
+					key, a.id, kindOf(a), wall(a.to), b.id, kindOf(b), wall(b.from)))
+			}
+		}
+	}
 
 	// Exactly once: each key completed by exactly one run, whose side
 	// effect happened once; any other side effect of the key is a run that
@@ -745,8 +984,12 @@ func check(h *history) result {
 		for o := range owners {
 			winner = o
 		}
-		if n := effects[key][winner]; n != 1 {
-			res.violations = append(res.violations, fmt.Sprintf("key %s: the completing run's side effect happened %d times", key, n))
+		want := 1
+		if beats[winner] {
+			want = beatSteps
+		}
+		if n := effects[key][winner]; n != want {
+			res.violations = append(res.violations, fmt.Sprintf("key %s: the completing run's side effect happened %d times (%d steps)", key, n, want))
 		}
 		for o := range finishes[key] {
 			if o != winner {
@@ -760,7 +1003,7 @@ func check(h *history) result {
 		}
 	}
 
-	model := contractModel(int64(margin), int64(skewBound))
+	model := contractModel(int64(skewBound))
 	check, info := porcupine.CheckOperationsVerbose(model, ops, time.Minute)
 	res.linearizable = check
 	if check == porcupine.Illegal {
@@ -768,6 +1011,47 @@ func check(h *history) result {
 	}
 	return res
 }
+
+// runSpan is run c's execution interval: from its handler's start to its
+// return, or to its last event when its process was killed. A run with a
+// deadline makes no side effect past it (Lambda would have stopped it), so
+// its interval ends there, unless a side effect came later.
+func runSpan(id string, c *callEvents) span {
+	sp := span{id: id, beat: c.call.Beat, from: c.claimed.T, to: c.claimed.T}
+	if c.handled != nil {
+		sp.to = c.handled.T
+	}
+	var last int64
+	for _, e := range c.effects {
+		last = max(last, e.T)
+	}
+	if c.handled == nil {
+		sp.to = max(sp.to, last)
+	}
+	if !sp.beat {
+		sp.to = max(min(sp.to, c.call.Deadline), last, sp.from)
+	}
+	return sp
+}
+
+// pausedDuring reports whether the process of run s was paused while s ran.
+func pausedDuring(paused []pauseSpan, s span) bool {
+	for _, p := range paused {
+		if strings.HasPrefix(s.id, p.proc) && p.from < s.to && p.to > s.from {
+			return true
+		}
+	}
+	return false
+}
+
+func kindOf(s span) string {
+	if s.beat {
+		return "no deadline, heartbeat"
+	}
+	return "deadline"
+}
+
+func wall(ns int64) string { return time.Unix(0, ns).UTC().Format("15:04:05.000") }
 
 // describeIllegal lists the operations of the first key whose history is
 // not linearizable, in call order.
@@ -797,7 +1081,7 @@ func describeIllegal(model porcupine.Model, ops []porcupine.Operation, _ porcupi
 
 // writeFigures appends this history's figures to the file named by
 // ICHIDO_HISTORY_FIGURES, when set (make soak-history).
-func writeFigures(t *testing.T, store, size string, res result, cuts, pauses, kills int) {
+func writeFigures(t *testing.T, store, size string, res result, h *history, pauses, kills int) {
 	path := os.Getenv("ICHIDO_HISTORY_FIGURES")
 	if path == "" {
 		return
@@ -805,12 +1089,12 @@ func writeFigures(t *testing.T, store, size string, res result, cuts, pauses, ki
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	require.NoError(t, err)
 	defer f.Close()
-	verdict := "0 violations"
-	if len(res.violations) > 0 || res.linearizable != porcupine.Ok {
-		verdict = fmt.Sprintf("%d violations, linearizable: %s", len(res.violations), res.linearizable)
+	verdict := "0 violations, 0 overlaps"
+	if len(res.violations) > 0 || len(res.overlaps) > 0 || res.linearizable != porcupine.Ok {
+		verdict = fmt.Sprintf("%d violations, %d overlaps, linearizable: %s", len(res.violations), len(res.overlaps), res.linearizable)
 	}
-	_, err = fmt.Fprintf(f, "| %s | %s | %d | %d | %d | %d lost replies, %d pauses of %v, %d kills | %d (%d side effects of runs that lost their lease) | %s |\n",
-		store, size, res.calls, res.runs, res.operations, cuts, pauses, pause, kills, res.completedKeys, res.lostLeaseEffects, verdict)
+	_, err = fmt.Fprintf(f, "| %s | %s | %d | %d (%d heartbeat) | %d (%d renewals) | %d lost replies, %d renewal outages (%d renewals lost), %d pauses of %v, %d kills | %d (%d side effects of runs that did not complete their key) | %d runs, %d overlaps excused by a pause | %s |\n",
+		store, size, res.calls, res.runs, res.beatRuns, res.operations, res.renewals, h.cuts, h.outages, res.renewalsLost, pauses, pause, kills, res.completedKeys, res.lostLeaseEffects, res.spans, res.excused, verdict)
 	require.NoError(t, err)
 }
 

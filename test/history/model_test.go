@@ -11,11 +11,13 @@ import (
 // The operations of the sequential model, one key each. A call that ran its
 // handler is two operations: its claim (from the call to the handler's
 // start) and its finish (from the handler's return to the call's return).
-// A call that did not run is one request operation.
+// A call that did not run is one request operation. A renewal of a
+// heartbeat run's lease that was sent to the store is one renew operation.
 const (
 	opClaim   = "claim"
 	opFinish  = "finish"
 	opRequest = "request"
+	opRenew   = "renew"
 )
 
 // opInput is the input of one operation.
@@ -24,9 +26,11 @@ type opInput struct {
 	Key   string
 	Owner string
 	Body  string
-	// Deadline is the call's deadline (Unix nanoseconds): the lease of its
-	// claim runs to Deadline + the margin.
-	Deadline int64
+	// Lease is when the lease of the call's claim runs out (Unix
+	// nanoseconds): its deadline + the margin, or, for a call with no
+	// deadline, a lower bound of its engine's clock at the claim + the
+	// heartbeat; a renewal's is the lease it asks for.
+	Lease int64
 	// Returned is when the operation returned (Unix nanoseconds; MaxInt64
 	// when it never did): a claim that took over a lease did so by then.
 	Returned int64
@@ -39,7 +43,9 @@ type opInput struct {
 // Outputs: a claim's is "claimed"; a finish's is the engine's outcome
 // (completed, released, lease_lost, store_error) or "unknown" (the process
 // was killed); a request's is "replay:<owner>", "busy", "mismatch",
-// "unavailable" or "unknown".
+// "unavailable" or "unknown"; a renewal's is what the store did, seen
+// before any fault was injected on its reply (renewed, lease_lost) or
+// "unknown" (the store's call failed).
 const (
 	outClaimed     = "claimed"
 	outUnknown     = "unknown"
@@ -51,10 +57,10 @@ const (
 
 // record is the model's state of one key.
 type record struct {
-	Status   byte // 0 absent, 1 in progress, 2 completed
-	Owner    string
-	Body     string
-	Deadline int64 // in progress: the owner's deadline
+	Status byte // 0 absent, 1 in progress, 2 completed
+	Owner  string
+	Body   string
+	Lease  int64 // in progress: when the owner's lease runs out
 }
 
 const (
@@ -64,16 +70,15 @@ const (
 )
 
 // contractModel returns the sequential model of the Store contract as the
-// engine uses it, for histories whose leases end margin after the caller's
-// deadline and whose clocks are within skew of each other. A claim takes a
-// record that is absent, or in progress with a lease that has run out by
-// the time the claim returned (judged with the skew in the owner's favour:
-// the lease rule); complete and release change only the caller's own
-// record in progress; a replay returns the completed record's result and
-// nothing else.
-func contractModel(margin, skew int64) porcupine.Model {
+// engine uses it, for histories whose clocks are within skew of each
+// other. A claim takes a record that is absent, or in progress with a
+// lease that has run out by the time the claim returned (judged with the
+// skew in the owner's favour: the lease rule); complete, release and renew
+// change only the caller's own record in progress, a renewal moving its
+// lease; a replay returns the completed record's result and nothing else.
+func contractModel(skew int64) porcupine.Model {
 	takeable := func(r record, ret int64) bool {
-		return r.Status == absent || r.Status == inProgress && ret >= r.Deadline+margin-skew
+		return r.Status == absent || r.Status == inProgress && ret >= r.Lease-skew
 	}
 	step := func(state, input, output any) []any {
 		r := state.(record)
@@ -81,7 +86,7 @@ func contractModel(margin, skew int64) porcupine.Model {
 		out := output.(string)
 		same := []any{r}
 		mine := r.Status == inProgress && r.Owner == in.Owner
-		claimedBy := record{Status: inProgress, Owner: in.Owner, Body: in.Body, Deadline: in.Deadline}
+		claimedBy := record{Status: inProgress, Owner: in.Owner, Body: in.Body, Lease: in.Lease}
 		done := record{Status: completed, Owner: r.Owner, Body: r.Body}
 		switch in.Op {
 		case opClaim:
@@ -116,6 +121,20 @@ func contractModel(margin, skew int64) porcupine.Model {
 				return []any{record{}}
 			case "store_error", outUnknown:
 				return []any{r, record{}}
+			}
+			return nil
+		case opRenew:
+			renewed := r
+			renewed.Lease = in.Lease
+			switch {
+			case out == "renewed" && mine:
+				return []any{renewed}
+			case out == "lease_lost" && !mine:
+				return same
+			case out == outUnknown && mine:
+				return []any{r, renewed}
+			case out == outUnknown:
+				return same
 			}
 			return nil
 		case opRequest:
