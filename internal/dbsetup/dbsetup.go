@@ -18,6 +18,13 @@
 //     schedule the pg_cron jobs as that user. It owns every object.
 //  3. As the migrate user, the owner: grant the app user privileges by rule
 //     (Rule), then check that the app user owns nothing.
+//  4. As the migrate user: see pg_cron run a job as that user (ProveCron),
+//     the way it runs the purges; a setup that cannot fails, with what to
+//     change, rather than leave the purges failing unseen.
+//
+// A database whose migrations are newer than this code's (the code is an
+// older version, as in a rollback) gets none of steps 2 to 4: Apply says
+// so in Summary.Ahead and succeeds. Migrations only go forward.
 //
 // Every statement is idempotent, so Apply may run on every deploy, and it
 // works the same whichever way the functions reach the database (RDS Proxy
@@ -54,8 +61,30 @@ type Config struct {
 	// AppIdleSessionTimeout is the app user's idle_session_timeout: the
 	// server closes a session of the app user idle for longer, so that
 	// connections held by frozen Lambda environments do not keep a pausing
-	// cluster awake. Defaults to 60 seconds; at least one second.
+	// cluster (dev) awake. Behind RDS Proxy (prod) it is kept for the
+	// sessions the proxy pins to a server connection: a frozen
+	// environment's pinned session would otherwise hold that connection
+	// until the proxy's idle client timeout (30 minutes); the cost is a new
+	// proxy-to-server login after an idle minute. Defaults to 60 seconds;
+	// at least one second.
 	AppIdleSessionTimeout time.Duration
+	// Cron are the settings of step 4. Nil means all defaults.
+	Cron *CronConfig
+}
+
+// CronConfig configures how the setup sees pg_cron run the migrate user's
+// jobs (step 4).
+type CronConfig struct {
+	// EvidenceAge is how recent a successful run of one of the migrate
+	// user's jobs (a purge, an earlier probe) must be to prove that pg_cron
+	// runs them, with no failed run after it; with none, the setup
+	// schedules a probe and waits for it. Defaults to 24 hours.
+	EvidenceAge time.Duration
+	// ProbeTimeout bounds the wait for the probe's run. pg_cron 1.4 runs a
+	// job at the start of a minute, and may take up to the next one to see
+	// a new job: two minutes and a margin. It must leave the setup time
+	// within the function's timeout. Defaults to 150 seconds.
+	ProbeTimeout time.Duration
 }
 
 // Connect opens a pool on the application database as user. Apply closes
@@ -77,6 +106,12 @@ type Summary struct {
 	// TakenOver lists objects the master user owned and the migrate user
 	// now owns.
 	TakenOver []string `json:"takenOver,omitempty"`
+	// Ahead is set when the database's migrations are newer than this
+	// code's, and says which: Apply then migrated, granted and probed
+	// nothing.
+	Ahead string `json:"ahead,omitempty"`
+	// Cron says how step 4 saw pg_cron run the migrate user's jobs.
+	Cron *CronProof `json:"cron,omitempty"`
 }
 
 // ErrConfig is returned when Config misses a name.
@@ -89,6 +124,17 @@ func (c *Config) check() error {
 	if c.AppIdleSessionTimeout == 0 {
 		c.AppIdleSessionTimeout = 60 * time.Second
 	}
+	cron := CronConfig{}
+	if c.Cron != nil {
+		cron = *c.Cron
+	}
+	if cron.EvidenceAge == 0 {
+		cron.EvidenceAge = 24 * time.Hour
+	}
+	if cron.ProbeTimeout == 0 {
+		cron.ProbeTimeout = 150 * time.Second
+	}
+	c.Cron = &cron
 	var missing []string
 	for name, v := range map[string]string{"Database": c.Database, "MasterUser": c.MasterUser, "MigrateUser": c.MigrateUser, "AppUser": c.AppUser} {
 		if v == "" {
@@ -97,6 +143,9 @@ func (c *Config) check() error {
 	}
 	if len(missing) > 0 {
 		return fmt.Errorf("%w: %s not set", ErrConfig, strings.Join(missing, ", "))
+	}
+	if cron.EvidenceAge < 0 || cron.ProbeTimeout < 0 {
+		return fmt.Errorf("%w: Cron.EvidenceAge and Cron.ProbeTimeout may not be negative", ErrConfig)
 	}
 	if c.AppIdleSessionTimeout < time.Second {
 		return fmt.Errorf("%w: AppIdleSessionTimeout is %v, below one second", ErrConfig, c.AppIdleSessionTimeout)
@@ -134,6 +183,12 @@ func Apply(ctx context.Context, connect Connect, cfg Config) (Summary, error) {
 	if err := setSearchPath(ctx, owner, cfg.Schema); err != nil {
 		return sum, err
 	}
+	if sum.Ahead, err = ahead(ctx, owner); err != nil || sum.Ahead != "" {
+		if err == nil {
+			sum.Version, err = migrate.Version(ctx, owner)
+		}
+		return sum, err
+	}
 	applied, err := migrate.Up(ctx, owner)
 	for _, r := range applied {
 		sum.Applied = append(sum.Applied, r.Name)
@@ -152,6 +207,11 @@ func Apply(ctx context.Context, connect Connect, cfg Config) (Summary, error) {
 	} else if len(owned) > 0 {
 		return sum, fmt.Errorf("dbsetup: the app user %s owns %s; it must own nothing (ALTER … OWNER TO %s)", cfg.AppUser, strings.Join(owned, ", "), cfg.MigrateUser)
 	}
+	proof, err := ProveCron(ctx, owner, cfg.Cron.EvidenceAge, cfg.Cron.ProbeTimeout)
+	if err != nil {
+		return sum, err
+	}
+	sum.Cron = &proof
 	return sum, nil
 }
 
@@ -221,8 +281,13 @@ func asMaster(ctx context.Context, pool *pgxpool.Pool, cfg Config, sum *Summary)
 	add("bounding the app user's idle sessions", fmt.Sprintf(`ALTER ROLE %s IN DATABASE %s SET idle_session_timeout = '%dms'`, app, db, cfg.AppIdleSessionTimeout.Milliseconds()))
 	// The master user may act as the migrate user (to hand objects over, and
 	// for an operator's maintenance), without inheriting its privileges.
-	// PostgreSQL 16 gives a CREATEROLE user no membership in the roles it
-	// creates; 15 and earlier have no SET/INHERIT options.
+	// PostgreSQL 16 makes a role's creator a member of it WITH ADMIN OPTION,
+	// INHERIT FALSE, SET FALSE (unless createrole_self_grant says otherwise):
+	// it may grant the role, but not act as it until granted SET, as here
+	// (the creator may grant itself a role it administers). 15 and earlier
+	// give the creator no membership and have no SET/INHERIT options: a
+	// CREATEROLE user may grant any role but a superuser's, and the member
+	// inherits.
 	if versionNum >= 160000 {
 		add("letting "+master+" act as "+mig, `GRANT `+mig+` TO `+master+` WITH INHERIT FALSE, SET TRUE`)
 	} else {

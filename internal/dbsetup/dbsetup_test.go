@@ -18,7 +18,8 @@ import (
 var cfg = dbsetup.Config{Database: "ichido", MasterUser: "ichido_admin", MigrateUser: "ichido_migrate", AppUser: "ichido_app"}
 
 // aurora16 starts a PostgreSQL 16 prepared like Aurora (the pg_cron
-// stand-in: the npm server has no pg_cron).
+// stand-in: the npm server has no pg_cron), with the stand-in's jobs run as
+// pg_cron's background workers run them.
 func aurora16(t *testing.T) *pgtest.Aurora {
 	t.Helper()
 	ctx := context.Background()
@@ -30,6 +31,8 @@ func aurora16(t *testing.T) *pgtest.Aurora {
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = a.Destroy() })
+	runner := pgtest.StartFakeCron(a, pgtest.FakeCronOptions{})
+	t.Cleanup(runner.Stop)
 	return a
 }
 

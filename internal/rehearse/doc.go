@@ -19,10 +19,21 @@
 //     and the SQS activity batch;
 //  4. switches the stage prod → dev → prod, setting up again each time, and
 //     checks that the data stayed;
-//  5. runs the purge jobs once, as pg_cron runs them (the job's own user,
-//     command and database), and checks the privilege rule;
-//  6. checks that a failed setup answers FAILED (the deploy fails) and that
+//  5. shows the setup's proof that pg_cron runs the migrate user's jobs
+//     (on 16 a runner in the test runs the stand-in's jobs as background
+//     workers would), runs the purge jobs once, as pg_cron runs them (the
+//     job's own user, command and database), and checks the privilege rule;
+//  6. rehearses rollbacks with MigrateFunction built with one more
+//     migration (go build -overlay): one that fails (FAILED, then the
+//     rollback's Update with this code answers SUCCESS, nothing applied),
+//     and one that succeeds (then the rollback's Update with this code, on
+//     a database newer than it, answers SUCCESS and migrates nothing);
+//  7. checks that a failed setup answers FAILED (the deploy fails) and that
 //     Delete leaves the database alone.
+//
+// Then, on a PostgreSQL 15 whose pg_cron runs jobs over client sessions
+// that log in with a password (cron.use_background_workers off), it checks
+// that the first deploy fails with the message that names the fix.
 //
 // It prints the engine versions it used, and writes them to
 // .local/rehearse.txt, which `make test` shows.

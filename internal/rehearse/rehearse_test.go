@@ -70,6 +70,20 @@ func TestRehearse(t *testing.T) {
 			return err
 		})
 	}
+	// MigrateFunction as a later version of the code would be, with one
+	// more migration: one that fails, and one that succeeds.
+	for name, sql := range map[string]string{
+		failingMigration: "-- +goose Up\nCREATE TABLE rehearsal_never (id int);\nSELECT 1 / 0;\n-- +goose Down\nDROP TABLE rehearsal_never;\n",
+		laterMigration:   "-- +goose Up\nCREATE TABLE rehearsal_later (id int);\n-- +goose Down\nDROP TABLE rehearsal_later;\n",
+	} {
+		g.Go(func() error {
+			b, err := buildWithMigration(ctx, root, name, sql, filepath.Join(t.TempDir(), name))
+			mu.Lock()
+			r.bootstraps[name] = b
+			mu.Unlock()
+			return err
+		})
+	}
 	require.NoError(t, g.Wait())
 
 	bin16, env16, err := pgtest.InstallPG16(ctx)
@@ -90,10 +104,36 @@ func TestRehearse(t *testing.T) {
 			a, err := pgtest.StartAurora(ctx, s.opts)
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = a.Destroy() })
+			if s.opts.FakeCron {
+				// The stand-in's jobs run as pg_cron's background workers
+				// run them.
+				runner := pgtest.StartFakeCron(a, pgtest.FakeCronOptions{})
+				t.Cleanup(runner.Stop)
+			}
 			report = append(report, r.rehearse(t, a, s.opts.FakeCron))
 		})
 	}
-	summary := "rehearsed the database setup and the functions on " + strings.Join(report, "; and on ")
+	// pg_cron as it runs by default, over client sessions that log in with
+	// a password: the IAM-only migrate user's jobs cannot run, and the
+	// first deploy fails saying what to change.
+	var refused string
+	t.Run("postgres15-pg_cron-client-sessions", func(t *testing.T) {
+		a, err := pgtest.StartAuroraCronClientSessions(ctx, pgtest.AuroraOptions{Options: pgtest.Options{Dir: filepath.Join(t.TempDir(), "data")}})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = a.Destroy() })
+		cf := newCloudFormation(t)
+		t.Logf("deploy 1 (Create) on a server whose pg_cron runs jobs over client sessions (cron.use_background_workers = off, password logins over TCP)")
+		reply, _ := r.setup(t, stage{"dev", a.Port}, cf, "Create", nil, "")
+		require.Equal(t, "FAILED", reply.Status, "pg_cron cannot run the migrate user's jobs: the deploy fails")
+		require.Contains(t, reply.Reason, "cron.use_background_workers = 1")
+		require.Contains(t, reply.Reason, "reboot")
+		t.Logf("CloudFormation's reply: FAILED: %s", reply.Reason)
+		var left int
+		require.NoError(t, pool(t, a.URLAs("postgres")).QueryRow(ctx, `SELECT count(*) FROM cron.job WHERE jobname = $1`, dbsetup.ProbeJob).Scan(&left))
+		require.Zero(t, left, "the probe is removed")
+		refused = "refused (FAILED, with the fix) where pg_cron runs jobs over client sessions"
+	})
+	summary := "rehearsed the database setup and the functions on " + strings.Join(report, "; and on ") + "; the setup " + refused
 	fmt.Println(summary)
 	_ = os.WriteFile(filepath.Join(root, ".local", "rehearse.txt"), []byte(summary+"\n"), 0o644)
 }
@@ -122,8 +162,10 @@ func (r *rig) rehearse(t *testing.T, a *pgtest.Aurora, fakeCron bool) string {
 	var kept string // a task created before the stage switches
 	for i, st := range []stage{prod, dev, prod} {
 		t.Logf("deploy %d: Stage=%s", i+1, st.name)
-		reply := r.setup(t, st, cf, map[bool]string{true: "Create", false: "Update"}[i == 0], nil)
+		reply, _ := r.setup(t, st, cf, map[bool]string{true: "Create", false: "Update"}[i == 0], nil, "")
 		require.Equal(t, "SUCCESS", reply.Status, "the setup of deploy %d: %s", i+1, reply.Reason)
+		require.NotEmpty(t, reply.Data["Cron"], "the setup saw pg_cron run a job as the migrate user")
+		t.Logf("deploy %d: pg_cron ran a job as %s (proof: %s)", i+1, migrateUser, reply.Data["Cron"])
 		require.Equal(t, "ichido-database-setup", reply.PhysicalResourceID)
 		require.NotEqual(t, "0", reply.Data["Version"])
 		if i == 0 {
@@ -170,25 +212,27 @@ func (r *rig) rehearse(t *testing.T, a *pgtest.Aurora, fakeCron bool) string {
 	runPurges(t, super)
 	checkPrivileges(t, super)
 
+	r.rollbacks(t, prod, cf, super)
+
 	// A setup that fails fails the deploy: CloudFormation gets FAILED and
 	// the reason. Here an object of the app user's is found (the migrate
 	// user must own everything, the app user nothing); removed, the next
 	// deploy succeeds.
 	_, err = super.Exec(ctx, `CREATE TABLE stray (id int); ALTER TABLE stray OWNER TO `+appUser)
 	require.NoError(t, err)
-	reply := r.setup(t, prod, cf, "Update", nil)
+	reply, _ := r.setup(t, prod, cf, "Update", nil, "")
 	require.Equal(t, "FAILED", reply.Status)
 	require.Contains(t, reply.Reason, "table public.stray (owned by "+appUser+")")
 	_, err = super.Exec(ctx, `DROP TABLE stray`)
 	require.NoError(t, err)
-	reply = r.setup(t, prod, cf, "Update", nil)
+	reply, _ = r.setup(t, prod, cf, "Update", nil, "")
 	require.Equal(t, "SUCCESS", reply.Status, reply.Reason)
 	if strings.HasPrefix(version, "16") {
 		// On 16 the master user grants rds_iam only through rds_superuser
 		// (a CREATEROLE user may grant only roles it administers).
 		_, err = super.Exec(ctx, `REVOKE rds_superuser FROM `+masterUser)
 		require.NoError(t, err)
-		reply = r.setup(t, prod, cf, "Update", nil)
+		reply, _ = r.setup(t, prod, cf, "Update", nil, "")
 		require.Equal(t, "FAILED", reply.Status)
 		require.Contains(t, reply.Reason, "rds_iam")
 		_, err = super.Exec(ctx, `GRANT rds_superuser TO `+masterUser)
@@ -196,13 +240,13 @@ func (r *rig) rehearse(t *testing.T, a *pgtest.Aurora, fakeCron bool) string {
 	}
 	// A setup whose settings are wrong answers too, rather than leave the
 	// deploy waiting.
-	reply = r.setup(t, prod, cf, "Update", map[string]string{"DB_SETUP_APP_USER": ""})
+	reply, _ = r.setup(t, prod, cf, "Update", map[string]string{"DB_SETUP_APP_USER": ""}, "")
 	require.Equal(t, "FAILED", reply.Status)
 	require.Contains(t, reply.Reason, "DB_SETUP_APP_USER")
 	// Delete (the stack is deleted) changes nothing in the database.
 	var tasks int
 	require.NoError(t, super.QueryRow(ctx, `SELECT count(*) FROM tasks`).Scan(&tasks))
-	reply = r.setup(t, prod, cf, "Delete", nil)
+	reply, _ = r.setup(t, prod, cf, "Delete", nil, "")
 	require.Equal(t, "SUCCESS", reply.Status, reply.Reason)
 	var after int
 	require.NoError(t, super.QueryRow(ctx, `SELECT count(*) FROM tasks`).Scan(&after))
@@ -255,13 +299,17 @@ func (r *rig) env(t *testing.T, id string, st stage) map[string]string {
 }
 
 func (r *rig) start(t *testing.T, id string, env map[string]string, out io.Writer) *lambdarie.Emulator {
+	return r.startBootstrap(t, id, r.bootstraps[id], env, out)
+}
+
+func (r *rig) startBootstrap(t *testing.T, id, bootstrap string, env map[string]string, out io.Writer) *lambdarie.Emulator {
 	t.Helper()
 	timeout := 10 * time.Second
 	if id == "MigrateFunction" {
 		timeout = 300 * time.Second
 	}
 	emu, err := lambdarie.Start(context.Background(), lambdarie.Options{
-		Bootstrap: r.bootstraps[id], RIE: r.rie, Env: env, FunctionName: id, Timeout: timeout, Output: out,
+		Bootstrap: bootstrap, RIE: r.rie, Env: env, FunctionName: id, Timeout: timeout, Output: out,
 	})
 	require.NoError(t, err)
 	return emu
@@ -269,15 +317,20 @@ func (r *rig) start(t *testing.T, id string, env map[string]string, out io.Write
 
 // setup sends MigrateFunction the request CloudFormation sends for the
 // DatabaseSetup resource and returns the reply it PUT to the pre-signed
-// URL. override changes the function's environment.
-func (r *rig) setup(t *testing.T, st stage, cf *cloudFormation, requestType string, override map[string]string) cfnReply {
+// URL, and the function's log. override changes the function's
+// environment; version names the code (a bootstrap of r.bootstraps; empty:
+// this code).
+func (r *rig) setup(t *testing.T, st stage, cf *cloudFormation, requestType string, override map[string]string, version string) (cfnReply, string) {
 	t.Helper()
 	env := r.env(t, "MigrateFunction", st)
 	for k, v := range override {
 		env[k] = v
 	}
+	if version == "" {
+		version = "MigrateFunction"
+	}
 	var logs capture.Buffer
-	emu := r.start(t, "MigrateFunction", env, &logs)
+	emu := r.startBootstrap(t, "MigrateFunction", r.bootstraps[version], env, &logs)
 	defer emu.Stop()
 	id := randomUUID()
 	event := map[string]any{
@@ -300,7 +353,87 @@ func (r *rig) setup(t *testing.T, st stage, cf *cloudFormation, requestType stri
 	require.True(t, ok, "MigrateFunction did not reply to CloudFormation\n%s", logs.String())
 	require.Equal(t, id, reply.RequestID)
 	require.Equal(t, "DatabaseSetup", reply.LogicalResourceID)
-	return reply
+	return reply, logs.String()
+}
+
+// The extra migrations of the later code versions the rollbacks rehearse.
+const (
+	failingMigration = "00098_rehearsal_fails.sql"
+	laterMigration   = "00099_rehearsal_later.sql"
+)
+
+// buildWithMigration builds MigrateFunction's bootstrap with one more
+// migration, as a later version of the code would have it: the file is laid
+// over the migrations folder (go build -overlay), the checkout unchanged.
+func buildWithMigration(ctx context.Context, root, name, sql, outDir string) (string, error) {
+	if err := os.MkdirAll(outDir, 0o755); err != nil {
+		return "", err
+	}
+	file := filepath.Join(outDir, name)
+	overlay := filepath.Join(outDir, "overlay.json")
+	spec, _ := json.Marshal(map[string]any{"Replace": map[string]string{filepath.Join(root, "migrations", name): file}})
+	if err := os.WriteFile(file, []byte(sql), 0o644); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(overlay, spec, 0o644); err != nil {
+		return "", err
+	}
+	out := filepath.Join(outDir, "bootstrap")
+	cmd := osexec.CommandContext(ctx, "go", "build", "-overlay", overlay, "-tags", "lambda.norpc", "-trimpath", "-o", out, "./functions/migrate")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build -overlay (%s): %v\n%s", name, err, b)
+	}
+	return out, nil
+}
+
+// rollbacks rehearses updates that fail and roll back, as CloudFormation
+// runs them: the rollback's Update invokes the function's unqualified ARN
+// with the earlier code, which must answer SUCCESS, or the stack is stuck
+// in UPDATE_ROLLBACK_FAILED.
+func (r *rig) rollbacks(t *testing.T, st stage, cf *cloudFormation, super *pgxpool.Pool) {
+	t.Helper()
+	ctx := context.Background()
+	var before int64
+	require.NoError(t, super.QueryRow(ctx, `SELECT max(version_id) FROM goose_db_version`).Scan(&before))
+
+	// 1. A later version's migration fails: the deploy fails, and goose's
+	// transaction leaves the database as it was.
+	reply, _ := r.setup(t, st, cf, "Update", nil, failingMigration)
+	require.Equal(t, "FAILED", reply.Status)
+	require.Contains(t, reply.Reason, "version:98")
+	require.Contains(t, reply.Reason, "division by zero")
+	t.Logf("update to code with a failing migration: CloudFormation's reply: FAILED: %s", reply.Reason)
+	var never bool
+	require.NoError(t, super.QueryRow(ctx, `SELECT to_regclass('rehearsal_never') IS NULL`).Scan(&never))
+	require.True(t, never, "the failed migration left nothing")
+	// The rollback's Update, with the earlier code: nothing to migrate.
+	reply, _ = r.setup(t, st, cf, "Update", nil, "")
+	require.Equal(t, "SUCCESS", reply.Status, reply.Reason)
+	require.Equal(t, "0", reply.Data["Applied"])
+	require.Equal(t, fmt.Sprint(before), reply.Data["Version"])
+	t.Logf("its rollback (Update with the earlier code): SUCCESS, %s migrations applied, version %s", reply.Data["Applied"], reply.Data["Version"])
+
+	// 2. A later version migrates, and another resource of the same update
+	// fails: the rollback's Update runs the earlier code on a database
+	// newer than it knows. It answers SUCCESS and changes nothing.
+	reply, _ = r.setup(t, st, cf, "Update", nil, laterMigration)
+	require.Equal(t, "SUCCESS", reply.Status, reply.Reason)
+	require.Equal(t, "1", reply.Data["Applied"])
+	reply, logs := r.setup(t, st, cf, "Update", nil, "")
+	require.Equal(t, "SUCCESS", reply.Status, "the rollback can finish: %s", reply.Reason)
+	require.Equal(t, "0", reply.Data["Applied"])
+	require.Equal(t, "99", reply.Data["Version"])
+	require.Contains(t, reply.Data["Ahead"], "this code's newest is 6")
+	require.Contains(t, logs, "database setup skipped")
+	t.Logf("rollback after a later version migrated: SUCCESS, nothing migrated (%s)", reply.Data["Ahead"])
+
+	// Back to this code's database, for the rest of the rehearsal (an
+	// operator would leave it: the next deploy of the later code finds its
+	// migration applied).
+	_, err := super.Exec(ctx, `DROP TABLE rehearsal_later; DELETE FROM goose_db_version WHERE version_id = 99`)
+	require.NoError(t, err)
 }
 
 // cloudFormation stands for the pre-signed S3 URLs CloudFormation hands a

@@ -5,12 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/url"
 	"strings"
 	"time"
 
-	"github.com/aws/aws-lambda-go/cfn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ichido/ichido/internal/dbsetup"
@@ -204,110 +202,9 @@ func Migrate(ctx context.Context, getenv func(string) string) (MigrationSummary,
 // the setup of a live stack.
 const SetupResourceID = "ichido-database-setup"
 
-// replyMargin is the part of the invocation's time kept to reply to
-// CloudFormation when the setup runs out of time.
-const replyMargin = 10 * time.Second
-
-// Handle serves one invocation of the migrate function. A CloudFormation
-// custom resource request (it has a RequestType and a ResponseURL) is
-// answered by a PUT of the outcome to the request's pre-signed S3 URL:
-// Create and Update run Up, and a failure fails the stack operation with
-// its reason; Delete changes nothing in the database (the data stays with
-// the cluster and its final snapshot). Any other event runs Up and returns
-// its summary, as `sam remote invoke` shows it.
-func (m *Migrator) Handle(ctx context.Context, event json.RawMessage) (any, error) {
-	var probe struct {
-		RequestType string `json:"RequestType"`
-		ResponseURL string `json:"ResponseURL"`
-	}
-	if json.Unmarshal(event, &probe) != nil || probe.RequestType == "" || probe.ResponseURL == "" {
-		return m.Up(ctx)
-	}
-	var req cfn.Event
-	if err := json.Unmarshal(event, &req); err != nil {
-		return nil, fmt.Errorf("taskfn: a CloudFormation request that does not decode: %w", err)
-	}
-	return nil, m.reply(ctx, req)
-}
-
-func (m *Migrator) reply(ctx context.Context, req cfn.Event) error {
-	resp := cfn.NewResponse(&req)
-	resp.PhysicalResourceID = SetupResourceID
-	var err error
-	switch req.RequestType {
-	case cfn.RequestCreate, cfn.RequestUpdate:
-		work := ctx
-		if deadline, ok := ctx.Deadline(); ok {
-			var cancel context.CancelFunc
-			work, cancel = context.WithDeadline(ctx, deadline.Add(-replyMargin))
-			defer cancel()
-		}
-		var sum MigrationSummary
-		sum, err = m.Up(work)
-		if err == nil {
-			resp.Data = map[string]any{"Version": fmt.Sprint(sum.Version), "Applied": fmt.Sprint(len(sum.Applied))}
-			if sum.Setup != nil {
-				resp.Data["Server"] = sum.Setup.Server
-			}
-		}
-	case cfn.RequestDelete:
-		// A stack that is deleted keeps its data in the final snapshot; a
-		// setup that is replaced has the same id and is never deleted.
-	default:
-		err = fmt.Errorf("unknown RequestType %q", req.RequestType)
-	}
-	if err != nil {
-		resp.Status = cfn.StatusFailed
-		resp.Reason = reason(err)
-	} else {
-		resp.Status = cfn.StatusSuccess
-	}
-	if sendErr := resp.Send(); sendErr != nil {
-		// Lambda retries a failed asynchronous invocation: the reply may get
-		// through next time.
-		return errors.Join(err, fmt.Errorf("taskfn: replying to CloudFormation: %w", sendErr))
-	}
-	if err != nil {
-		// Replied: the stack operation fails and rolls back. The invocation
-		// itself succeeds, so that Lambda does not run the setup again.
-		slog.Error("database setup failed", "requestType", req.RequestType, "error", err.Error())
-	} else {
-		slog.Info("database setup done", "requestType", req.RequestType, "data", resp.Data)
-	}
-	return nil
-}
-
-// reason is the failure CloudFormation shows in the stack's events: the
-// error's text, within the 4 KB a response may carry.
-func reason(err error) string {
-	s := err.Error()
-	if len(s) > 2000 {
-		s = s[:2000] + "… (the function's log has the rest)"
-	}
-	return s
-}
-
-// FailedStart returns the migrate function's handler for a function whose
-// settings are wrong (err, from NewMigrator): it answers a CloudFormation
-// request FAILED with err as the reason, so that the deploy fails at once
-// and rolls back instead of waiting for a reply that never comes, and
-// returns err for any other event.
-func FailedStart(err error) func(ctx context.Context, event json.RawMessage) (any, error) {
-	return func(ctx context.Context, event json.RawMessage) (any, error) {
-		var req cfn.Event
-		if json.Unmarshal(event, &req) != nil || req.RequestType == "" || req.ResponseURL == "" {
-			return nil, err
-		}
-		resp := cfn.NewResponse(&req)
-		resp.PhysicalResourceID = SetupResourceID
-		resp.Status, resp.Reason = cfn.StatusFailed, reason(err)
-		if req.RequestType == cfn.RequestDelete {
-			// Deleting needs no settings: let the stack go.
-			resp.Status, resp.Reason = cfn.StatusSuccess, ""
-		}
-		if sendErr := resp.Send(); sendErr != nil {
-			return nil, errors.Join(err, fmt.Errorf("taskfn: replying to CloudFormation: %w", sendErr))
-		}
-		return nil, nil
-	}
+// Handle serves an invocation of the migrate function that is not
+// CloudFormation's (dbsetup.CustomResource answers those): it runs Up and
+// returns its summary, as `sam remote invoke` shows it.
+func (m *Migrator) Handle(ctx context.Context, _ json.RawMessage) (any, error) {
+	return m.Up(ctx)
 }

@@ -2,12 +2,8 @@ package taskfn
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -50,34 +46,6 @@ func TestWithSetup(t *testing.T) {
 	require.Equal(t, "ichido_migrate", c.User, "a token for the migrate user")
 	require.Equal(t, "proxy.example", c.Host)
 	require.Equal(t, "ichido_admin", s.db.User, "the master user's settings are unchanged")
-}
-
-// TestFailedStartReplies: a migrate function that cannot start still
-// answers CloudFormation, FAILED with the reason (SUCCESS for Delete, so
-// that a broken stack can be deleted), and returns the error otherwise.
-func TestFailedStartReplies(t *testing.T) {
-	t.Parallel()
-	var got map[string]any
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		require.Equal(t, http.MethodPut, r.Method)
-		b, _ := io.ReadAll(r.Body)
-		require.NoError(t, json.Unmarshal(b, &got))
-	}))
-	defer srv.Close()
-	h := FailedStart(ErrConfig)
-	for _, c := range []struct{ requestType, status string }{{"Create", "FAILED"}, {"Update", "FAILED"}, {"Delete", "SUCCESS"}} {
-		got = nil
-		ev, _ := json.Marshal(map[string]any{"RequestType": c.requestType, "ResponseURL": srv.URL + "/r", "RequestId": "r1", "StackId": "s", "LogicalResourceId": "DatabaseSetup"})
-		_, err := h(context.Background(), ev)
-		require.NoError(t, err, "replied: the invocation succeeds")
-		require.Equal(t, c.status, got["Status"], c.requestType)
-		require.Equal(t, SetupResourceID, got["PhysicalResourceId"])
-		if c.status == "FAILED" {
-			require.Contains(t, got["Reason"], "invalid settings")
-		}
-	}
-	_, err := h(context.Background(), json.RawMessage(`{}`))
-	require.ErrorIs(t, err, ErrConfig)
 }
 
 func TestVersionOf(t *testing.T) {

@@ -1,0 +1,104 @@
+package dbsetup_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/ichido/ichido/internal/dbsetup"
+	"github.com/ichido/ichido/internal/testkit/pgtest"
+)
+
+// TestPurgeCheck: the check reads the purge jobs' runs as the migrate user
+// through the master user's connection, and the key table: healthy once a
+// purge has run and left no expired key behind; not healthy with a key
+// left behind, nor once a purge run fails; and its EMF line carries the
+// metrics the template's alarm reads.
+func TestPurgeCheck(t *testing.T) {
+	ctx := context.Background()
+	bin, env, err := pgtest.InstallPG16(ctx)
+	require.NoError(t, err)
+	a, err := pgtest.StartAurora(ctx, pgtest.AuroraOptions{Options: pgtest.Options{Dir: filepath.Join(t.TempDir(), "pg16"), Bin: bin, Env: env}, FakeCron: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = a.Destroy() })
+	runner := pgtest.StartFakeCron(a, pgtest.FakeCronOptions{Every: 300 * time.Millisecond})
+	t.Cleanup(runner.Stop)
+	_, err = dbsetup.Apply(ctx, connector(t, a.Cluster), cfg)
+	require.NoError(t, err)
+
+	master := pool(t, a.URLAs(cfg.MasterUser))
+	super := pool(t, a.URL(""))
+	check := &dbsetup.PurgeCheck{MigrateUser: cfg.MigrateUser, FunctionName: "ichido-MigrateFunction"}
+	healthy := func() dbsetup.PurgeHealth {
+		var h dbsetup.PurgeHealth
+		require.Eventually(t, func() bool {
+			h, err = check.Read(ctx, master)
+			require.NoError(t, err)
+			return h.Healthy()
+		}, 10*time.Second, 100*time.Millisecond, "the check finds the purge healthy: %+v", h)
+		return h
+	}
+	h := healthy()
+	require.Equal(t, int64(3), h.PurgeJobs)
+	require.Positive(t, h.KeyTableBytes)
+
+	// A key three hours past its expiry: the purge has not done its work.
+	runner.Stop()
+	_, err = super.Exec(ctx, `INSERT INTO idempotency_keys (key, user_id, request_hash, status, response_body, status_code, owner, created_at, expires_at)
+		VALUES ('00000000-0000-4000-8000-000000000009', '7d4c1f9e-3b2a-4c8d-9e6f-1a2b3c4d5e6f', 'h', 'completed', '{}', 200, 'check', now() - interval '4 hours', now() - interval '3 hours')`)
+	require.NoError(t, err)
+	h, err = check.Read(ctx, master)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), h.ExpiredKeys)
+	require.False(t, h.Healthy())
+
+	// The purge runs again and removes it.
+	runner = pgtest.StartFakeCron(a, pgtest.FakeCronOptions{Every: 300 * time.Millisecond})
+	t.Cleanup(runner.Stop)
+	healthy()
+
+	// A purge that fails (here its procedure is broken) is seen at once.
+	_, err = super.Exec(ctx, `UPDATE cron.job SET command = 'CALL no_such_procedure()' WHERE jobname = 'purge-idempotency'`)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		h, err = check.Read(ctx, master)
+		require.NoError(t, err)
+		return h.PurgeRunsFailed > 0
+	}, 10*time.Second, 100*time.Millisecond)
+	require.False(t, h.Healthy())
+	require.Contains(t, h.LastFailure, "no_such_procedure")
+
+	var out bytes.Buffer
+	h, err = check.Run(ctx, master, &out)
+	require.NoError(t, err)
+	var line map[string]any
+	require.NoError(t, json.Unmarshal(bytes.TrimSpace(out.Bytes()), &line), out.String())
+	require.Equal(t, "ichido-MigrateFunction", line["FunctionName"])
+	require.EqualValues(t, h.PurgeRunsFailed, line["PurgeRunsFailed"])
+	require.EqualValues(t, false, line["healthy"])
+	directive := line["_aws"].(map[string]any)["CloudWatchMetrics"].([]any)[0].(map[string]any)
+	require.Equal(t, dbsetup.Namespace, directive["Namespace"])
+	require.Equal(t, []any{[]any{"FunctionName"}}, directive["Dimensions"])
+	var names []string
+	for _, m := range directive["Metrics"].([]any) {
+		name := m.(map[string]any)["Name"].(string)
+		names = append(names, name)
+		require.Contains(t, line, name, "every metric has its value")
+	}
+	require.ElementsMatch(t, []string{"PurgeJobs", "PurgeRunsSucceeded", "PurgeRunsFailed", "KeyTableBytes", "ExpiredKeys"}, names)
+	t.Logf("EMF: %s", bytes.TrimSpace(out.Bytes()))
+}
+
+// TestIsScheduled: EventBridge's scheduled event runs the check; any
+// other event does not.
+func TestIsScheduled(t *testing.T) {
+	t.Parallel()
+	require.True(t, dbsetup.IsScheduled(json.RawMessage(`{"version":"0","id":"x","detail-type":"Scheduled Event","source":"aws.events","detail":{}}`)))
+	require.False(t, dbsetup.IsScheduled(json.RawMessage(`{}`)))
+	require.False(t, dbsetup.IsScheduled(json.RawMessage(`{"RequestType":"Update"}`)))
+}
