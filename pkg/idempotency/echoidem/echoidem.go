@@ -1,0 +1,142 @@
+package echoidem
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/ichido/ichido/pkg/idempotency"
+)
+
+// Middleware returns Echo middleware that gives the handlers after it
+// idempotency.Middleware's contract, cfg as that function takes it: it is
+// that middleware (one engine, the same answers), adapted to Echo's chain
+// by Adapt. Mount it after the authentication middleware, and read the
+// user that middleware keeps in Echo's context with UserFromKey or
+// UserFrom. Middleware returns an error, and no middleware, when cfg is
+// invalid.
+func Middleware(cfg idempotency.Config) (echo.MiddlewareFunc, error) {
+	if cfg.UserID == nil {
+		return nil, errors.New("echoidem: invalid Config: Config.UserID is nil: an Echo server has no API Gateway authorizer; read the user your authentication middleware set in Echo's context (UserFromKey, UserFrom)")
+	}
+	mw, err := idempotency.Middleware(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return Adapt(mw), nil
+}
+
+// Adapt returns mw, a middleware made by idempotency.Middleware, as Echo
+// middleware. The Echo context is made reachable from the request's
+// context, where UserFrom, UserFromKey and ParamKey find it.
+//
+// When mw runs the handlers after it, they run with c.Request() the request
+// mw hands on (its context carries idempotency.FromContext's Info, and is
+// cancelled when the run's lease is lost) and, for a protected request,
+// c.Response() an echo.Response over the response mw buffers. An error the
+// handler returns is answered there by the Echo's HTTPErrorHandler
+// (c.Error), so that its answer is the one kept (a 4xx) or released (a
+// 5xx); the error is returned as well, as Echo's own logger middleware
+// does, for the middleware before this one to see: an error handler must
+// skip a committed response, as Echo's default one does. When mw answers
+// itself (a replay, a refusal), the handlers after it do not run. Either
+// way c.Response() and c.Request() are the outer ones again when the
+// middleware returns, also when a handler panics, so that Echo's Recover
+// answers a panic on the real response (the key is released first).
+func Adapt(mw func(http.Handler) http.Handler) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) (err error) {
+			outerResponse, outerRequest := c.Response(), c.Request()
+			defer func() {
+				c.SetResponse(outerResponse)
+				c.SetRequest(outerRequest)
+			}()
+			run := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				c.SetRequest(r)
+				if res, passed := w.(*echo.Response); passed && res == outerResponse {
+					// Not protected (a GET): mw handed on Echo's own response.
+					err = next(c)
+					return
+				}
+				c.SetResponse(echo.NewResponse(w, c.Echo()))
+				if err = next(c); err != nil {
+					c.Error(err)
+				}
+			})
+			ctx := context.WithValue(outerRequest.Context(), contextKey{}, c)
+			mw(run).ServeHTTP(outerResponse, outerRequest.WithContext(ctx))
+			return err
+		}
+	}
+}
+
+// contextKey is the request context's key of the Echo context.
+type contextKey struct{}
+
+// errNoEchoContext is returned when a request's context holds no Echo
+// context: the idempotency middleware was not mounted through this
+// package.
+var errNoEchoContext = errors.New("echoidem: the request's context holds no Echo context; mount the idempotency middleware with echoidem.Middleware or echoidem.Adapt")
+
+// echoContext returns the Echo context that Adapt put in ctx.
+func echoContext(ctx context.Context) (echo.Context, error) {
+	c, ok := ctx.Value(contextKey{}).(echo.Context)
+	if !ok {
+		return nil, errNoEchoContext
+	}
+	return c, nil
+}
+
+// UserFromKey returns a Config.UserID that reads the user from Echo's
+// context, where an authentication middleware put it with c.Set(key, user):
+// a string, or a value whose String method gives the subject (a
+// uuid.UUID). No value under key is no user (401 unauthenticated); a value
+// of another type (echo-jwt's *jwt.Token) is an error, logged and answered
+// with 401 as well: read such a value with UserFrom.
+func UserFromKey(key string) idempotency.UserIDFunc {
+	return func(ctx context.Context, _ idempotency.Request) (string, error) {
+		c, err := echoContext(ctx)
+		if err != nil {
+			return "", err
+		}
+		switch v := c.Get(key).(type) {
+		case nil:
+			return "", nil
+		case string:
+			return v, nil
+		case fmt.Stringer:
+			return v.String(), nil
+		default:
+			return "", fmt.Errorf("echoidem: the value under the Echo context key %q is a %T, not a string: read it with UserFrom", key, v)
+		}
+	}
+}
+
+// UserFrom returns a Config.UserID that reads the user from Echo's context
+// through user, typically the accessor of the authentication middleware
+// ("" when there is none, which is answered with 401).
+func UserFrom(user func(c echo.Context) string) idempotency.UserIDFunc {
+	return func(ctx context.Context, _ idempotency.Request) (string, error) {
+		c, err := echoContext(ctx)
+		if err != nil {
+			return "", err
+		}
+		return user(c), nil
+	}
+}
+
+// ParamKey returns a Config.Key that reads the key from the path parameter
+// name of Echo's route ("/operations/:operation"). idempotency.PathKey
+// reads API Gateway's and net/http's parameters, not Echo's.
+func ParamKey(name string) idempotency.KeyFunc {
+	return func(ctx context.Context, _ idempotency.Request) (string, error) {
+		c, err := echoContext(ctx)
+		if err != nil {
+			return "", err
+		}
+		return c.Param(name), nil
+	}
+}

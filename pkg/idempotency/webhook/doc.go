@@ -1,0 +1,37 @@
+// Package webhook makes a webhook receiver handle each delivery once:
+// idempotency.Middleware keyed by the delivery's id, after the delivery's
+// signature is verified.
+//
+//	mw, err := webhook.Middleware(webhook.Stripe(secret, nil), idempotency.Config{
+//		Store: store,
+//	})
+//	if err != nil {
+//		return err // an invalid Provider or Config; the message says which field
+//	}
+//	http.Handle("POST /webhooks/stripe", mw(handleStripeEvent))
+//
+// A delivery whose signature does not verify is answered with 401
+// webhook_signature_invalid, and neither the store nor the handler sees it.
+// A verified delivery without an id is refused with 400
+// idempotency_key_missing. A verified delivery runs the handler once per id:
+// its answer is kept (2xx, 3xx, 4xx but 408, 409, 425 and 429) and a retry
+// or redelivery of it gets that answer again, while a 5xx, an error or a
+// panic releases the id so that the provider's next retry runs the handler
+// again; a retry that arrives while the first attempt still runs gets 409,
+// which every provider here retries later.
+//
+// The presets (Stripe, GitHub, Shopify, StandardWebhooks) know where each
+// provider puts the id and how it signs; a Provider of your own gives its
+// name, its key and a Verify hook. Records are scoped by Provider.Name, so
+// the equal ids of two providers, or of two endpoints with names of their
+// own, are two records.
+//
+// Records live for DefaultTTL (4 days) unless Config.TTL says otherwise:
+// longer than the providers' retry windows.
+//
+//	provider           retries                                       id
+//	Stripe             live mode: up to 3 days, exponential backoff  event "id" (body)
+//	GitHub             none; redelivery on request (UI, REST API)    X-GitHub-Delivery
+//	Shopify            8 times over 4 hours                          X-Shopify-Event-Id
+//	Standard Webhooks  the spec's example: 10 attempts over 75.6 h   webhook-id
+package webhook
