@@ -2,15 +2,13 @@ package connectidem
 
 import (
 	"context"
-	"errors"
-	"fmt"
 
 	"connectrpc.com/connect"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
+	"github.com/ichido/ichido/pkg/idempotency/internal/rpcidem"
 )
 
 // Name is the FunctionConfig.Name the records are kept under. Package
@@ -67,66 +65,37 @@ type Config struct {
 // It returns an error, and no interceptor, when cfg is invalid; the
 // message names the field to fix.
 func NewInterceptor(cfg Config) (connect.Interceptor, error) {
-	var errs []error
-	if cfg.Store == nil {
-		errs = append(errs, errors.New("Config.Store is nil: pass a Store, e.g. pgstore.New(pool, nil)"))
-	}
-	if cfg.UserID == nil {
-		errs = append(errs, errors.New("Config.UserID is nil: pass a function that returns the authenticated subject of a call"))
-	}
-	if cfg.KeyFormat != idempotency.KeyUUIDv4 && cfg.KeyFormat != idempotency.KeyOpaque {
-		errs = append(errs, fmt.Errorf("Config.KeyFormat is %s: use idempotency.KeyUUIDv4 or idempotency.KeyOpaque", cfg.KeyFormat))
-	}
 	if cfg.Types == nil {
 		cfg.Types = protoregistry.GlobalTypes
 	}
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("connectidem: invalid Config: %w", errors.Join(errs...))
-	}
-	fn, err := idempotency.Function(run, idempotency.FunctionConfig[*call]{
-		Store:    cfg.Store,
-		Name:     Name,
-		Key:      callKey,
-		Scope:    callScope,
-		Payload:  callPayload,
-		Settings: cfg.Settings,
+	engine, err := rpcidem.New(framework, rpcidem.Config{
+		Store:     cfg.Store,
+		UserID:    cfg.UserID,
+		KeyFormat: cfg.KeyFormat,
+		Settings:  cfg.Settings,
 	})
 	if err != nil {
-		// Only the Settings can be invalid here; their fields are named as
-		// FunctionConfig's, which Config embeds the same.
-		return nil, fmt.Errorf("connectidem: invalid Config: %w", err)
+		return nil, err
 	}
-	return &interceptor{cfg: cfg, fn: fn}, nil
+	return &interceptor{cfg: cfg, engine: engine}, nil
+}
+
+// framework is what the shared engine needs to know of Connect.
+var framework = rpcidem.Framework[connect.AnyRequest, connect.AnyResponse]{
+	Package:    "connectidem",
+	Name:       Name,
+	KeyName:    idempotency.HeaderName,
+	KeyCarrier: "header",
+	Target:     "procedure",
+	Request:    request,
+	CodeOf:     codeOf,
+	Encode:     encode,
 }
 
 // interceptor is one NewInterceptor.
 type interceptor struct {
-	cfg Config
-	fn  func(context.Context, *call) (result, error)
-}
-
-// call is one protected call: what Function keys, scopes and fingerprints.
-type call struct {
-	procedure string
-	req       connect.AnyRequest
-	next      connect.UnaryFunc
-	// refused is set when the call is refused before the store is
-	// consulted (no user, a malformed key).
-	refused error
-	userID  string
-	idemKey string
-}
-
-func callKey(_ context.Context, c *call) (string, error) { return c.idemKey, c.refused }
-
-func callScope(_ context.Context, c *call) (string, error) { return c.userID, nil }
-
-func callPayload(c *call) ([]byte, error) {
-	m, ok := c.req.Any().(proto.Message)
-	if !ok {
-		return nil, fmt.Errorf("the request of %s is a %T, not a protobuf message", c.procedure, c.req.Any())
-	}
-	return fingerprint(c.procedure, m)
+	cfg    Config
+	engine *rpcidem.Engine[connect.AnyRequest, connect.AnyResponse]
 }
 
 // WrapUnary protects the handler's unary calls.
@@ -136,19 +105,17 @@ func (i *interceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 		if spec.IsClient || !i.protected(spec) {
 			return next(ctx, req)
 		}
-		c := &call{procedure: spec.Procedure, req: req, next: next}
-		c.identify(ctx, i.cfg)
-		out, err := i.fn(ctx, c)
+		out, err := i.engine.Call(ctx, spec.Procedure, req, req.Header().Values(idempotency.HeaderName), next)
 		if err != nil {
-			return nil, refusal(err)
+			return nil, refusal(i.engine.Refuse(err))
 		}
-		if out.ran {
-			if out.err != nil {
-				return nil, out.err
+		if out.Ran {
+			if out.Err != nil {
+				return nil, out.Err
 			}
-			return out.resp, nil
+			return out.Response, nil
 		}
-		return out.replay(i.cfg.Types)
+		return replay(out.Replay, i.cfg.Types)
 	}
 }
 
@@ -168,38 +135,4 @@ func (i *interceptor) protected(spec connect.Spec) bool {
 		return i.cfg.Methods(spec.Procedure)
 	}
 	return spec.IdempotencyLevel != connect.IdempotencyNoSideEffects
-}
-
-// identify reads the call's user and key; a refusal waits in c.refused for
-// Function to log it, the user's first, as the HTTP shapes check it first.
-func (c *call) identify(ctx context.Context, cfg Config) {
-	subject, err := cfg.UserID(ctx)
-	switch {
-	case err != nil:
-		c.refused = &unauthenticatedError{err}
-		return
-	case subject == "":
-		c.refused = &unauthenticatedError{errors.New("UserID returned no subject")}
-		return
-	}
-	c.userID = idempotency.SubjectUUID(subject)
-	values := c.req.Header().Values(idempotency.HeaderName)
-	if len(values) == 0 {
-		return // ErrNoKey, or an unprotected run with AllowMissingKey
-	}
-	c.idemKey, c.refused = parseKey(values, cfg.KeyFormat)
-}
-
-// run is the work Function runs once per key: the handler. Its error is
-// kept when its code is one a retry would get again (Storable), and
-// released otherwise.
-func run(ctx context.Context, c *call) (result, error) {
-	resp, err := c.next(ctx, c.req)
-	if err != nil {
-		if Storable(connect.CodeOf(err)) {
-			return result{ran: true, err: err}, nil
-		}
-		return result{}, &handlerError{err}
-	}
-	return result{ran: true, resp: resp}, nil
 }

@@ -1,47 +1,6 @@
 package connectidem
 
-import (
-	"encoding/binary"
-	"errors"
-	"strings"
-
-	"google.golang.org/protobuf/proto"
-
-	"github.com/ichido/ichido/pkg/idempotency"
-)
-
-// parseKey returns the key that every value of the key header holds, in
-// the one form each key has: the key a record of it is kept under, as the
-// library's parser of the HTTP header normalises it (a UUID in lower case;
-// an opaque key quoted or not). A value holding a comma outside a quoted
-// string is refused, whether a client sent it so or a proxy joined
-// repeated headers: grpcidem's rule, so that a key means the same on
-// either package.
-func parseKey(values []string, f idempotency.KeyFormat) (string, error) {
-	var key string
-	for _, v := range values {
-		if trimmed := strings.Trim(v, " \t"); !strings.HasPrefix(trimmed, `"`) && strings.Contains(trimmed, ",") {
-			return "", &keyError{"the key holds a comma outside a quoted string; send one key, quoted when it holds a comma"}
-		}
-		k, err := normalKey(f, v)
-		if err != nil {
-			return "", &keyError{strings.TrimPrefix(err.Error(), "idempotency: ")}
-		}
-		if key != "" && k != key {
-			return "", &keyError{"the header holds two different keys"}
-		}
-		key = k
-	}
-	return key, nil
-}
-
-// normalKey parses one key with the library's parser (HTTPRecordID, which
-// needs a subject, any one) and returns its record key: equal for two
-// spellings of one key, different for two keys.
-func normalKey(f idempotency.KeyFormat, key string) (string, error) {
-	_, k, err := idempotency.HTTPRecordID(idempotency.Config{KeyFormat: f}, "-", key)
-	return k, err
-}
+import "github.com/ichido/ichido/pkg/idempotency"
 
 // RecordID returns the user id and the key under which the stores keep the
 // record of a call that subject (Config.UserID's result) made with key (as
@@ -51,33 +10,5 @@ func normalKey(f idempotency.KeyFormat, key string) (string, error) {
 // (Config.Tenant) is kept under idempotency.TenantUserID(tenant, userID).
 // It fails when key is not of format, naming why.
 func RecordID(prefix string, format idempotency.KeyFormat, subject, key string) (userID, recordKey string, err error) {
-	if subject == "" {
-		return "", "", errors.New("connectidem: the subject is empty")
-	}
-	k, err := normalKey(format, key)
-	if err != nil {
-		return "", "", err
-	}
-	userID, recordKey = idempotency.FunctionRecordID(prefix, Name, idempotency.SubjectUUID(subject), k)
-	return userID, recordKey, nil
-}
-
-// fingerprintVersion heads every fingerprint; its leading NUL keeps the
-// payload from ever reading as JSON, which Function would canonicalise.
-const fingerprintVersion = "\x00ichido-rpc-fingerprint-v1"
-
-// fingerprint is a call's payload for Function: the full method name and
-// the request message in protobuf's deterministic encoding, each framed by
-// its length, so that no two calls frame to the same bytes.
-func fingerprint(method string, req proto.Message) ([]byte, error) {
-	b := make([]byte, 0, 64+len(method)+proto.Size(req))
-	b = append(b, fingerprintVersion...)
-	b = binary.AppendUvarint(b, uint64(len(method)))
-	b = append(b, method...)
-	body, err := proto.MarshalOptions{Deterministic: true}.Marshal(req)
-	if err != nil {
-		return nil, err
-	}
-	b = binary.AppendUvarint(b, uint64(len(body)))
-	return append(b, body...), nil
+	return framework.RecordID(prefix, format, subject, key)
 }

@@ -2,44 +2,20 @@ package connectidem
 
 import (
 	"errors"
-	"net/http"
-	"strings"
-	"time"
+	"strconv"
 
 	"connectrpc.com/connect"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/ichido/ichido/pkg/idempotency"
-	"github.com/ichido/ichido/pkg/idempotency/idemstore"
+	"github.com/ichido/ichido/pkg/idempotency/internal/rpcidem"
 )
 
 // ErrorDomain is the domain of the google.rpc.ErrorInfo detail that every
 // refusal carries; its reason is the library's code (idempotency.Code…)
 // in upper case, e.g. IDEMPOTENCY_KEY_IN_USE.
 const ErrorDomain = "ichido"
-
-// httpStatus is the HTTP status of each code, as google.rpc.Code (whose
-// codes Connect's are) documents the mapping.
-var httpStatus = map[connect.Code]int{
-	connect.CodeCanceled:           499,
-	connect.CodeUnknown:            http.StatusInternalServerError,
-	connect.CodeInvalidArgument:    http.StatusBadRequest,
-	connect.CodeDeadlineExceeded:   http.StatusGatewayTimeout,
-	connect.CodeNotFound:           http.StatusNotFound,
-	connect.CodeAlreadyExists:      http.StatusConflict,
-	connect.CodePermissionDenied:   http.StatusForbidden,
-	connect.CodeResourceExhausted:  http.StatusTooManyRequests,
-	connect.CodeFailedPrecondition: http.StatusBadRequest,
-	connect.CodeAborted:            http.StatusConflict,
-	connect.CodeOutOfRange:         http.StatusBadRequest,
-	connect.CodeUnimplemented:      http.StatusNotImplemented,
-	connect.CodeInternal:           http.StatusInternalServerError,
-	connect.CodeUnavailable:        http.StatusServiceUnavailable,
-	connect.CodeDataLoss:           http.StatusInternalServerError,
-	connect.CodeUnauthenticated:    http.StatusUnauthorized,
-}
 
 // Storable reports whether a handler's error with this code is kept and
 // replayed, as the HTTP shapes keep a response (idempotency.Storable) of
@@ -51,70 +27,30 @@ var httpStatus = map[connect.Code]int{
 // *connect.Error) releases the key, so that the retry runs the handler
 // again.
 func Storable(code connect.Code) bool {
-	s, ok := httpStatus[code]
-	return ok && idempotency.Storable(s)
+	return rpcidem.Storable(rpcidem.Code(code))
 }
 
-// unauthenticatedError is a call without an authenticated user.
-type unauthenticatedError struct{ err error }
-
-func (e *unauthenticatedError) Error() string { return "no authenticated user: " + e.err.Error() }
-func (e *unauthenticatedError) Unwrap() error { return e.err }
-
-// keyError is a malformed key; its text is written for the client.
-type keyError struct{ reason string }
-
-func (e *keyError) Error() string { return e.reason }
-
-// keyHeader is the key header as refusals name it.
-const keyHeader = idempotency.HeaderName + " header"
+// codeOf is the code of a handler's error: that of the *connect.Error it
+// holds, Unknown for any other error.
+func codeOf(err error) rpcidem.Code {
+	return rpcidem.Code(connect.CodeOf(err))
+}
 
 // refusal is the error of a call that Function did not answer with the
 // handler's response: the one place where this package's outcomes become
-// Connect errors. No internal error text reaches the client.
-func refusal(err error) error {
-	if herr, ok := asHandlerError(err); ok {
-		return herr
+// Connect errors. It carries the refusal's code and message, an ErrorInfo
+// with the library's code and, when retrying the same call later can
+// succeed, a RetryInfo and the header Retry-After, as the HTTP shapes
+// answer.
+func refusal(r rpcidem.Refusal) error {
+	ce := connect.NewError(connect.Code(r.Code), errors.New(r.Message))
+	if r.Reason == "" {
+		return ce
 	}
-	var (
-		unauth *unauthenticatedError
-		badKey *keyError
-	)
-	switch {
-	case errors.As(err, &unauth):
-		return refuse(connect.CodeUnauthenticated, idempotency.CodeUnauthenticated, "no authenticated user", false)
-	case errors.As(err, &badKey):
-		return refuse(connect.CodeInvalidArgument, idempotency.CodeKeyInvalid, "invalid "+keyHeader+": "+badKey.reason, false)
-	case errors.Is(err, idempotency.ErrNoKey):
-		return refuse(connect.CodeInvalidArgument, idempotency.CodeKeyMissing, "missing "+keyHeader+": this procedure needs an idempotency key", false)
-	case errors.Is(err, idempotency.ErrInProgress):
-		return refuse(connect.CodeAborted, idempotency.CodeKeyInUse, "a call with this idempotency key is still in progress; retry later", true)
-	case errors.Is(err, idempotency.ErrKeyReused):
-		return refuse(connect.CodeFailedPrecondition, idempotency.CodeKeyReused, "this idempotency key was already used with another request", false)
-	case errors.Is(err, idempotency.ErrResultNotKept):
-		return refuse(connect.CodeFailedPrecondition, idempotency.CodeResponseNotKept, "the call with this idempotency key completed, but its response could not be kept for replay", false)
-	case idemstore.IsPermanent(err):
-		return refuse(connect.CodeInternal, idempotency.CodeStoreMisconfigured, "the idempotency store refused the call; the service must be fixed", false)
-	}
-	var se *idemstore.Error
-	if errors.As(err, &se) {
-		return refuse(connect.CodeUnavailable, idempotency.CodeStoreUnavailable, "the idempotency store is unavailable; retry later", true)
-	}
-	// A stored answer that does not decode, a request that does not
-	// encode: nothing the client can change.
-	return connect.NewError(connect.CodeInternal, errors.New("idempotency: the call could not be processed"))
-}
-
-// refuse builds a refusal: the code, a message for the client, an
-// ErrorInfo with the library's code and, when retrying the same call
-// later can succeed, a RetryInfo of one second and the header
-// Retry-After: 1, as the HTTP shapes answer.
-func refuse(code connect.Code, reason, msg string, retry bool) error {
-	ce := connect.NewError(code, errors.New("idempotency: "+msg))
-	details := []proto.Message{&errdetails.ErrorInfo{Reason: strings.ToUpper(reason), Domain: ErrorDomain}}
-	if retry {
-		details = append(details, &errdetails.RetryInfo{RetryDelay: durationpb.New(time.Second)})
-		ce.Meta().Set("Retry-After", "1")
+	details := []proto.Message{&errdetails.ErrorInfo{Reason: r.Reason, Domain: ErrorDomain}}
+	if r.Retry {
+		details = append(details, &errdetails.RetryInfo{RetryDelay: durationpb.New(rpcidem.RetryAfter)})
+		ce.Meta().Set("Retry-After", strconv.Itoa(int(rpcidem.RetryAfter.Seconds())))
 	}
 	for _, m := range details {
 		if d, err := connect.NewErrorDetail(m); err == nil {

@@ -2,19 +2,17 @@ package grpcidem
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/descriptorpb"
 
 	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
+	"github.com/ichido/ichido/pkg/idempotency/internal/rpcidem"
 )
 
 // MetadataKey is the request metadata that carries the idempotency key.
@@ -75,123 +73,58 @@ type Config struct {
 // It returns an error, and no interceptor, when cfg is invalid; the
 // message names the field to fix.
 func UnaryServerInterceptor(cfg Config) (grpc.UnaryServerInterceptor, error) {
-	var errs []error
-	if cfg.Store == nil {
-		errs = append(errs, errors.New("Config.Store is nil: pass a Store, e.g. pgstore.New(pool, nil)"))
-	}
-	if cfg.UserID == nil {
-		errs = append(errs, errors.New("Config.UserID is nil: pass a function that returns the authenticated subject of a call"))
-	}
-	if cfg.KeyFormat != idempotency.KeyUUIDv4 && cfg.KeyFormat != idempotency.KeyOpaque {
-		errs = append(errs, fmt.Errorf("Config.KeyFormat is %s: use idempotency.KeyUUIDv4 or idempotency.KeyOpaque", cfg.KeyFormat))
-	}
 	if cfg.Methods == nil {
 		cfg.Methods = hasSideEffects
 	}
 	if cfg.Types == nil {
 		cfg.Types = protoregistry.GlobalTypes
 	}
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("grpcidem: invalid Config: %w", errors.Join(errs...))
-	}
-	fn, err := idempotency.Function(run, idempotency.FunctionConfig[*call]{
-		Store:    cfg.Store,
-		Name:     Name,
-		Key:      callKey,
-		Scope:    callScope,
-		Payload:  callPayload,
-		Settings: cfg.Settings,
+	engine, err := rpcidem.New(framework, rpcidem.Config{
+		Store:     cfg.Store,
+		UserID:    cfg.UserID,
+		KeyFormat: cfg.KeyFormat,
+		Settings:  cfg.Settings,
 	})
 	if err != nil {
-		// Only the Settings can be invalid here; their fields are named as
-		// FunctionConfig's, which Config embeds the same.
-		return nil, fmt.Errorf("grpcidem: invalid Config: %w", err)
+		return nil, err
 	}
-	i := &interceptor{cfg: cfg, fn: fn}
+	i := &interceptor{cfg: cfg, engine: engine}
 	return i.intercept, nil
+}
+
+// framework is what the shared engine needs to know of gRPC.
+var framework = rpcidem.Framework[any, any]{
+	Package:    "grpcidem",
+	Name:       Name,
+	KeyName:    MetadataKey,
+	KeyCarrier: "metadata",
+	Target:     "method",
+	Request:    request,
+	CodeOf:     codeOf,
+	Encode:     encode,
 }
 
 // interceptor is one UnaryServerInterceptor.
 type interceptor struct {
-	cfg Config
-	fn  func(context.Context, *call) (result, error)
-}
-
-// call is one protected call: what Function keys, scopes and fingerprints.
-type call struct {
-	method  string
-	req     any
-	handler grpc.UnaryHandler
-	// refused is set when the call is refused before the store is
-	// consulted (no user, a malformed key).
-	refused error
-	userID  string
-	idemKey string
-}
-
-func callKey(_ context.Context, c *call) (string, error) { return c.idemKey, c.refused }
-
-func callScope(_ context.Context, c *call) (string, error) { return c.userID, nil }
-
-func callPayload(c *call) ([]byte, error) {
-	m, ok := c.req.(proto.Message)
-	if !ok {
-		return nil, fmt.Errorf("the request of %s is a %T, not a protobuf message", c.method, c.req)
-	}
-	return fingerprint(c.method, m)
+	cfg    Config
+	engine *rpcidem.Engine[any, any]
 }
 
 func (i *interceptor) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	if !i.cfg.Methods(info.FullMethod) {
 		return handler(ctx, req)
 	}
-	c := &call{method: info.FullMethod, req: req, handler: handler}
-	c.identify(ctx, i.cfg)
-	out, err := i.fn(ctx, c)
+	md, _ := metadata.FromIncomingContext(ctx)
+	out, err := i.engine.Call(ctx, info.FullMethod, req, md.Get(MetadataKey), handler)
 	if err != nil {
-		return nil, refusal(err)
+		return nil, refusal(i.engine.Refuse(err))
 	}
-	if out.ran {
-		return out.msg, out.err
+	if out.Ran {
+		return out.Response, out.Err
 	}
 	// A replay. The header cannot have been sent: the handler did not run.
 	_ = grpc.SetHeader(ctx, metadata.Pairs(ReplayedKey, "true"))
-	return out.replay(i.cfg.Types)
-}
-
-// identify reads the call's user and key; a refusal waits in c.refused for
-// Function to log it, the user's first, as the HTTP shapes check it first.
-func (c *call) identify(ctx context.Context, cfg Config) {
-	subject, err := cfg.UserID(ctx)
-	switch {
-	case err != nil:
-		c.refused = &unauthenticatedError{err}
-		return
-	case subject == "":
-		c.refused = &unauthenticatedError{errors.New("UserID returned no subject")}
-		return
-	}
-	c.userID = idempotency.SubjectUUID(subject)
-	md, _ := metadata.FromIncomingContext(ctx)
-	values := md.Get(MetadataKey)
-	if len(values) == 0 {
-		return // ErrNoKey, or an unprotected run with AllowMissingKey
-	}
-	c.idemKey, c.refused = parseKey(values, cfg.KeyFormat)
-}
-
-// run is the work Function runs once per key: the handler. Its error is
-// kept when its code is one a retry would get again (Storable), and
-// released otherwise.
-func run(ctx context.Context, c *call) (result, error) {
-	resp, err := c.handler(ctx, c.req)
-	if err != nil {
-		if Storable(codeOf(err)) {
-			return result{ran: true, err: err}, nil
-		}
-		return result{}, &handlerError{err}
-	}
-	return result{ran: true, msg: resp}, nil
+	return replay(out.Replay, i.cfg.Types)
 }
 
 // hasSideEffects is the default Config.Methods: every method but those
