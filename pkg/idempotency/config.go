@@ -16,6 +16,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
+	"github.com/ichido/ichido/pkg/idempotency/observe"
 )
 
 // Defaults of Config.
@@ -155,6 +156,10 @@ type Settings struct {
 	// protected run. Defaults to standard output; io.Discard turns them
 	// off.
 	Metrics io.Writer
+
+	// Observer, when set, gets a span of every protected call (otelidem's:
+	// OpenTelemetry). Defaults to nil: none.
+	Observer observe.Observer
 
 	// Namespace is the metrics' CloudWatch namespace. Defaults to "ichido"
 	// (DefaultNamespace).

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/ichido/ichido/pkg/idempotency/internal/emf"
 	"github.com/ichido/ichido/pkg/idempotency/internal/reccache"
 	"github.com/ichido/ichido/pkg/idempotency/internal/runctx"
+	"github.com/ichido/ichido/pkg/idempotency/observe"
 )
 
 // engine is the one claim–run–finish flow behind every shape this package
@@ -41,6 +43,10 @@ type engine struct {
 	wait time.Duration
 	// cache keeps completed records in this process (nil: no cache).
 	cache *reccache.Cache
+	// observer starts each call's span (nil: none); storeName names the
+	// store's type for it.
+	observer  observe.Observer
+	storeName string
 }
 
 // newEngine returns the engine of a defaulted Config.
@@ -60,7 +66,43 @@ func newEngine(cfg Config) *engine {
 		heartbeatLongRuns: cfg.HeartbeatLongRuns,
 		wait:              cfg.WaitForResult,
 		cache:             newCache(cfg.LocalCache),
+		observer:          cfg.Observer,
+		storeName:         storeName(cfg.Store),
 	}
+}
+
+// storeName is the name of a store's type for a span: its package's name
+// ("pgstore"), or its type's.
+func storeName(s idemstore.Store) string {
+	name := strings.TrimPrefix(fmt.Sprintf("%T", s), "*")
+	if pkg, typ, ok := strings.Cut(name, "."); ok && typ == "Store" {
+		return pkg
+	}
+	return name
+}
+
+// startSpan starts the span of a call when an Observer is set, and returns
+// the context the call goes on in.
+func (e *engine) startSpan(ctx context.Context, obs *observation, c observe.Call) context.Context {
+	if e.observer == nil {
+		return ctx
+	}
+	c.Store = e.storeName
+	ctx, obs.span = e.observer.Start(ctx, c)
+	return ctx
+}
+
+// origin is what a record completed at now keeps of its run's span.
+func origin(span observe.Span, now time.Time) *idemstore.Origin {
+	if span == nil {
+		return nil
+	}
+	o := span.Origin()
+	if o == nil {
+		return nil
+	}
+	o.At = now.Truncate(time.Microsecond).UTC()
+	return o
 }
 
 // claimRecoveryTimeout bounds the release that follows a failed claim
@@ -93,6 +135,7 @@ func (e *engine) claim(ctx context.Context, obs *observation, userID, key, hash 
 	if res, ok := e.cached(userID, key, now); ok {
 		// A completed record: nothing is claimed, so no owner token is made.
 		obs.cached = true
+		obs.origin = res.Record.Response.Origin
 		return idemstore.Ref{UserID: userID, Key: key}, res, nil
 	}
 	ref := idemstore.Ref{UserID: userID, Key: key, Owner: e.owner(ctx)}
@@ -123,6 +166,9 @@ func (e *engine) claim(ctx context.Context, obs *observation, userID, key, hash 
 	if res.Claimed {
 		obs.claimed = true
 	} else {
+		if res.Record.Response != nil {
+			obs.origin = res.Record.Response.Origin
+		}
 		e.keep(userID, key, res.Record, obs)
 	}
 	return ref, res, nil
@@ -227,6 +273,7 @@ type work func(ctx context.Context) (resp idemstore.Response, keep bool, err err
 // context carries state, through which DoNotStore and a store's completion
 // in the caller's transaction reach this run.
 func (e *engine) execute(ctx context.Context, state *runState, obs *observation, w work) (err error) {
+	state.span = obs.span
 	ctx = runctx.With(ctx, state)
 	runCtx := ctx
 	var hb *heartbeat
@@ -296,6 +343,7 @@ func (e *engine) complete(ctx context.Context, ref idemstore.Ref, resp idemstore
 	store := func(resp idemstore.Response) error {
 		return e.finish(ctx, "complete", obs, func(ctx context.Context) error {
 			now := e.clock()
+			resp.Origin = origin(obs.span, now)
 			return e.store.Complete(ctx, idemstore.Completion{Ref: ref, Response: resp, Now: now, ExpiresAt: now.Add(e.ttl)})
 		})
 	}
@@ -411,8 +459,9 @@ func (e *engine) finish(ctx context.Context, op string, obs *observation, call f
 
 // completion returns the Completion that stores resp on the run's record,
 // for a handler that writes it in its own transaction.
-func (e *engine) completion(ref idemstore.Ref, resp idemstore.Response) idemstore.Completion {
+func (e *engine) completion(ref idemstore.Ref, resp idemstore.Response, span observe.Span) idemstore.Completion {
 	now := e.clock()
+	resp.Origin = origin(span, now)
 	return idemstore.Completion{Ref: ref, Response: resp, Now: now, ExpiresAt: now.Add(e.ttl)}
 }
 
@@ -434,6 +483,9 @@ type runState struct {
 	// takenResponse is the response the handler completed the record with
 	// when it took the completion; set with completionTaken.
 	takenResponse idemstore.Response
+	// span is the call's span, whose origin the completion keeps (nil:
+	// none).
+	span observe.Span
 }
 
 // currentRun returns the run that ctx belongs to.
@@ -450,5 +502,5 @@ func (r *runState) takeCompletion(resp idemstore.Response) (idemstore.Completion
 		return idemstore.Completion{}, false
 	}
 	r.takenResponse = resp
-	return r.e.completion(r.ref, resp), true
+	return r.e.completion(r.ref, resp, r.span), true
 }

@@ -10,8 +10,10 @@ import (
 	"fmt"
 	"hash"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/internal/canonjson"
+	"github.com/ichido/ichido/pkg/idempotency/observe"
 )
 
 // FunctionConfig configures Function and SQSHandler. Store, Name and (for
@@ -113,7 +115,10 @@ func Function[In, Out any](fn func(context.Context, In) (Out, error), cfg Functi
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	f := &function[In, Out]{cfg: cfg, e: newEngine(cfg.common()), fn: fn, unchecked: payloadHash(cfg.Name, false, nil)}
+	f := &function[In, Out]{cfg: cfg, e: newEngine(cfg.common()), fn: fn, unchecked: payloadHash(cfg.Name, false, nil), shape: observe.ShapeFunction}
+	if _, ok := any(*new(In)).(events.SQSMessage); ok {
+		f.shape = observe.ShapeSQS
+	}
 	return f.call, nil
 }
 
@@ -125,6 +130,8 @@ type function[In, Out any] struct {
 	// unchecked is the fingerprint of every call made without a payload
 	// check (FunctionConfig.Payload nil).
 	unchecked string
+	// shape is the calls' observe shape: an SQS record's or a function's.
+	shape string
 }
 
 // mismatch reports whether a record's fingerprint refuses a call with
@@ -138,6 +145,7 @@ func (f *function[In, Out]) mismatch(recorded, hash string) bool {
 // call is the flow of one call: key, claim, then run, replay or refuse.
 func (f *function[In, Out]) call(ctx context.Context, in In) (out Out, err error) {
 	obs := &observation{start: f.cfg.Clock(), function: f.cfg.Name}
+	ctx = f.e.startSpan(ctx, obs, observe.Call{Shape: f.shape, Function: f.cfg.Name})
 	defer func() { obs.emit(ctx, f.cfg.Logger, f.e.metrics) }()
 
 	key, scope, hash, err := f.identify(ctx, in)

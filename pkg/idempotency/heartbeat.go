@@ -139,6 +139,9 @@ func (hb *heartbeat) beat(ctx context.Context, granted time.Time) {
 		cancel()
 		hb.calls++
 		hb.ms += msSince(sent)
+		if hb.run.span != nil {
+			hb.run.span.StoreCall("renew", sent, time.Since(sent), errorClass(err))
+		}
 		switch {
 		case err == nil:
 			granted, last = sent, nil

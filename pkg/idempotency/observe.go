@@ -2,10 +2,13 @@ package idempotency
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/internal/emf"
+	"github.com/ichido/ichido/pkg/idempotency/observe"
 )
 
 // Outcome is what became of a protected request; it is the "outcome" field
@@ -95,6 +98,9 @@ type observation struct {
 	// last claim sent was measured from (a heartbeat run is told before it
 	// could run out).
 	leaseFrom time.Time
+
+	span   observe.Span      // the call's span, when Config.Observer is set
+	origin *idemstore.Origin // a replay's: the traced run that produced it
 }
 
 // storeCall is the latency of one Store call; a repeated call adds up.
@@ -108,7 +114,11 @@ type storeCall struct {
 func (o *observation) timed(op string, call func() error) error {
 	start := time.Now()
 	err := call()
-	ms := float64(time.Since(start).Microseconds()) / 1000
+	d := time.Since(start)
+	if o.span != nil {
+		o.span.StoreCall(op, start, d, errorClass(err))
+	}
+	ms := float64(d.Microseconds()) / 1000
 	for i := range o.storeMS {
 		if o.storeMS[i].op == op {
 			o.storeMS[i].ms += ms
@@ -142,7 +152,47 @@ func (o *observation) retried() bool {
 	return false
 }
 
+// errorClass is the observe class of a store call's error ("" for nil).
+func errorClass(err error) string {
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, idemstore.ErrLeaseLost):
+		return observe.ClassLeaseLost
+	case idemstore.IsPermanent(err):
+		return observe.ClassPermanent
+	}
+	return observe.ClassTransient
+}
+
+// result is the observation as its span's Result.
+func (o *observation) result() observe.Result {
+	r := observe.Result{
+		Outcome: string(o.outcome), Status: o.status,
+		Claimed: o.claimed, Replayed: o.outcome == OutcomeReplayed, Cached: o.cached,
+		Waited: o.waited, WaitedFor: time.Duration(o.waitedMS * float64(time.Millisecond)),
+		Heartbeat: o.heartbeat,
+	}
+	switch {
+	case o.permanent:
+		r.ErrorClass = observe.ClassPermanent
+	case o.outcome == OutcomeLeaseLost:
+		r.ErrorClass = observe.ClassLeaseLost
+	case o.outcome == OutcomeStoreError:
+		r.ErrorClass = observe.ClassTransient
+	case o.handler == "error" || o.handler == "panic":
+		r.ErrorClass = observe.ClassHandler
+	}
+	if r.Replayed {
+		r.Origin = o.origin
+	}
+	return r
+}
+
 func (o *observation) emit(ctx context.Context, logger *slog.Logger, metrics *emf.Writer) {
+	if o.span != nil {
+		o.span.End(o.result())
+	}
 	level := slog.LevelInfo
 	switch o.outcome {
 	case OutcomeLeaseLost, OutcomeNotKept:

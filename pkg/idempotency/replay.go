@@ -29,13 +29,9 @@ type Replay struct {
 	// ones and Idempotent-Replayed: true), which the hook may change. A
 	// Function's replay has none.
 	Header http.Header
-	// CreatedAt is when the record was claimed. Zero on a replay from the
-	// local cache, and when the store neither says nor can be asked (a
-	// store without idemstore.Admin).
-	CreatedAt time.Time
-	// ExpiresAt is when the record expires and a new request with the key
-	// runs again. Zero only when the store neither says nor can be asked.
-	ExpiresAt time.Time
+	// CreatedAt is when the record was claimed, ExpiresAt when it expires;
+	// zero when the store cannot say (CreatedAt: from the local cache too).
+	CreatedAt, ExpiresAt time.Time
 }
 
 // replayMetadata fills the times of a replayed record when the store's

@@ -15,6 +15,7 @@ import (
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/internal/apigw"
 	"github.com/ichido/ichido/pkg/idempotency/internal/problem"
+	"github.com/ichido/ichido/pkg/idempotency/observe"
 )
 
 // Wrap returns a handler that behaves like h and makes its protected
@@ -86,6 +87,7 @@ func (d *decorator) protects(method string) bool {
 // the replay to send.
 func (d *decorator) serve(ctx context.Context, view Request, bodySize int, run func(ctx context.Context) (apigw.Response, error)) (answer apigw.Response, own bool, err error) {
 	obs := &observation{start: d.cfg.Clock(), method: view.Method, path: view.Path}
+	ctx = d.e.startSpan(ctx, obs, observe.Call{Shape: observe.ShapeHTTP, Method: view.Method})
 	defer func() { obs.emit(ctx, d.cfg.Logger, d.e.metrics) }()
 
 	refuse := func(outcome Outcome, p problem.Details) (apigw.Response, bool, error) {

@@ -218,6 +218,20 @@ type Response struct {
 	// ErrResultNotKept for a function, a record skipped as done for SQS)
 	// and never runs the work again.
 	NotKept bool `json:"notKept,omitempty"`
+	// Origin names the traced run that produced the response, so that a
+	// replay can point at it; nil when that run was not traced. A Store
+	// keeps it with the record and returns it from Claim and Admin.Get like
+	// any other field (At to the microsecond, in UTC).
+	Origin *Origin `json:"origin,omitempty"`
+}
+
+// Origin is the run that produced a stored response, as a tracing system
+// names it: its W3C trace-context trace and span ids (lower-case hex, 32
+// and 16 characters) and when it completed.
+type Origin struct {
+	TraceID string    `json:"trace"`
+	SpanID  string    `json:"span"`
+	At      time.Time `json:"at"`
 }
 
 // Checker is implemented by a Store that can check, before the first
