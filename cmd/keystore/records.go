@@ -13,6 +13,7 @@ import (
 	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/dynamostore"
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
+	"github.com/ichido/ichido/pkg/idempotency/observe"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
 	"github.com/ichido/ichido/pkg/idempotency/redisstore"
 	"github.com/ichido/ichido/pkg/idempotency/storeenv"
@@ -26,6 +27,8 @@ type recordFlags struct {
 	sub, issuer, tenant, key, keyFormat, prefix string
 	function, scope                             string
 	user, recordKey                             string
+
+	logSecretEnv string
 
 	status  string
 	limit   int
@@ -50,6 +53,9 @@ func (f *recordFlags) define(fs *flag.FlagSet, command string) {
 	fs.StringVar(&f.scope, "scope", "", "with -function: the FunctionConfig.Scope of the call")
 	fs.StringVar(&f.user, "user", "", "the user id as the store keeps it (a UUID), instead of -sub or -function")
 	fs.StringVar(&f.recordKey, "record-key", "", "the key as the store keeps it (a UUID), instead of -key")
+	if command == "get" {
+		fs.StringVar(&f.logSecretEnv, "log-secret-env", "", "the environment variable that holds the handler's Settings.LogDigestSecret: the record is shown with log_key and log_user, the digests its log lines carry")
+	}
 	if command == "list" {
 		fs.StringVar(&f.status, "status", "", "in_progress or completed (default both)")
 		fs.IntVar(&f.limit, "limit", idemstore.DefaultListLimit, "the most records listed, newest first")
@@ -99,7 +105,13 @@ func runRecords(ctx context.Context, command string, args []string, out io.Write
 		if !found {
 			return fmt.Errorf("no record: user %s, key %s", userID, key)
 		}
-		return enc.Encode(f.recordJSON(rec, true))
+		m := f.recordJSON(rec, true)
+		if f.logSecretEnv != "" {
+			if err := f.logDigests(m, []byte(getenv(f.logSecretEnv)), userID); err != nil {
+				return err
+			}
+		}
+		return enc.Encode(m)
 	case "delete":
 		deleted, err := admin.Delete(ctx, userID, key)
 		if err != nil {
@@ -203,6 +215,33 @@ func (f *recordFlags) untenantedIDs(list bool) (userID, key string, err error) {
 		return strings.ToLower(f.user), strings.ToLower(f.recordKey), nil
 	}
 	return "", "", errors.New("name the user: -sub (with -key), -function (with -key), or -user (with -record-key)")
+}
+
+// logDigests adds to m the digests that the log lines of the record carry
+// with Settings.LogDigestSecret secret (observe.Digest): of the key as the
+// request sent it, normalised, and of the user id the record is kept under,
+// or a function's key and scope.
+func (f *recordFlags) logDigests(m map[string]any, secret []byte, userID string) error {
+	if len(secret) < 32 {
+		return fmt.Errorf("-log-secret-env %s holds %d bytes: Settings.LogDigestSecret is at least 32", f.logSecretEnv, len(secret))
+	}
+	switch {
+	case f.function != "":
+		m["log_key"] = observe.Digest(secret, f.key)
+		if f.scope != "" {
+			m["log_user"] = observe.Digest(secret, f.scope)
+		}
+	case f.key != "":
+		key := f.key
+		if f.keyFormat != "opaque" {
+			key = strings.ToLower(key)
+		}
+		m["log_key"] = observe.Digest(secret, key)
+		m["log_user"] = observe.Digest(secret, userID)
+	default:
+		m["log_user"] = observe.Digest(secret, userID)
+	}
+	return nil
 }
 
 // env is the environment with the flags laid over it, as storeenv reads it.

@@ -355,3 +355,50 @@ func TestGetShowsWhoAndWhen(t *testing.T) {
 	_, err = keystore("get", "-user", userID, "-record-key", key, "-tenant", "acme")
 	require.ErrorContains(t, err, "-tenant scopes -sub or -function")
 }
+
+// TestGetWithLogDigests: a handler that logs digests instead of keys and
+// users (Settings.LogDigestSecret); support, given a customer's raw key
+// and the secret, finds the record and the digests that its log lines
+// carry.
+func TestGetWithLogDigests(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.NewWith(t, func(ctx context.Context, pool *pgxpool.Pool) error {
+		_, err := pgstore.Migrate(ctx, pool, nil)
+		return err
+	})
+	secret := "0123456789abcdef0123456789abcdef-secret"
+	var logs bytes.Buffer
+	h, err := idempotency.Wrap(func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+		return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusCreated, Body: `{}`}, nil
+	}, idempotency.Config{Store: pgstore.New(db.Pool, nil), Settings: idempotency.Settings{
+		LogDigestSecret: []byte(secret), Logger: slog.New(slog.NewJSONHandler(&logs, nil)), Metrics: io.Discard}})
+	require.NoError(t, err)
+	sub, key := "auth0|"+uuid.NewString(), uuid.NewString()
+	req := events.APIGatewayV2HTTPRequest{RawPath: "/tasks", Body: `{}`, Headers: map[string]string{"idempotency-key": strings.ToUpper(key)}}
+	req.RequestContext.HTTP.Method = http.MethodPost
+	req.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
+		JWT: &events.APIGatewayV2HTTPRequestContextAuthorizerJWTDescription{Claims: map[string]string{"sub": sub}}}
+	_, err = h(ctx, req)
+	require.NoError(t, err)
+	var line map[string]any
+	require.NoError(t, json.Unmarshal(logs.Bytes(), &line), logs.String())
+	require.NotContains(t, logs.String(), key)
+
+	env := func(name string) string {
+		switch name {
+		case "DATABASE_URL":
+			return db.URL
+		case "LOG_SECRET":
+			return secret
+		}
+		return ""
+	}
+	var out bytes.Buffer
+	require.NoError(t, run(ctx, []string{"get", "-sub", sub, "-key", strings.ToUpper(key), "-log-secret-env", "LOG_SECRET"}, &out, env))
+	var rec map[string]any
+	require.NoError(t, json.Unmarshal(out.Bytes(), &rec), out.String())
+	require.Equal(t, line["key"], rec["log_key"], "the digest of the key in the record's log line")
+	require.Equal(t, line["user"], rec["log_user"])
+	require.ErrorContains(t, run(ctx, []string{"get", "-sub", sub, "-key", key, "-log-secret-env", "NOPE"}, &out, env), "holds 0 bytes")
+}

@@ -157,6 +157,11 @@ type Settings struct {
 	// off.
 	Metrics io.Writer
 
+	// LogDigestSecret, when set (32 bytes or more), makes the log line show
+	// keyed digests of the key and the user (observe.Digest), not their
+	// values. Defaults to nil: the values.
+	LogDigestSecret []byte
+
 	// Observer, when set, gets a span of every protected call (otelidem's:
 	// OpenTelemetry). Defaults to nil: none.
 	Observer observe.Observer
@@ -232,6 +237,9 @@ func (s Settings) validate(typeName string) []error {
 	}
 	if c := s.LocalCache; c != nil && (c.MaxEntries < 0 || c.MaxBytes < 0) {
 		errs = append(errs, fmt.Errorf("%s.LocalCache bounds are %d entries and %d bytes: use positive numbers, or 0 for the defaults %d and %d", typeName, c.MaxEntries, c.MaxBytes, DefaultCacheEntries, DefaultCacheBytes))
+	}
+	if n := len(s.LogDigestSecret); n > 0 && n < 32 {
+		errs = append(errs, fmt.Errorf("%s.LogDigestSecret is %d bytes: use at least 32 random bytes", typeName, n))
 	}
 	if err := validateKeyPrefix(typeName, s.KeyPrefix); err != nil {
 		errs = append(errs, err)

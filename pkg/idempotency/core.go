@@ -47,6 +47,9 @@ type engine struct {
 	// store's type for it.
 	observer  observe.Observer
 	storeName string
+	// logDigest keys the digests a log line shows for keys and users (nil:
+	// their values).
+	logDigest []byte
 }
 
 // newEngine returns the engine of a defaulted Config.
@@ -68,6 +71,7 @@ func newEngine(cfg Config) *engine {
 		cache:             newCache(cfg.LocalCache),
 		observer:          cfg.Observer,
 		storeName:         storeName(cfg.Store),
+		logDigest:         cfg.LogDigestSecret,
 	}
 }
 
@@ -84,6 +88,7 @@ func storeName(s idemstore.Store) string {
 // startSpan starts the span of a call when an Observer is set, and returns
 // the context the call goes on in.
 func (e *engine) startSpan(ctx context.Context, obs *observation, c observe.Call) context.Context {
+	obs.digest = e.logDigest
 	if e.observer == nil {
 		return ctx
 	}

@@ -41,15 +41,12 @@ func distinct(values []string) []string {
 	return out
 }
 
-// BearerToken returns a UserIDFunc for a shape without an authorizer (a
-// Function URL with AuthType NONE, an ALB target without authentication, a
-// plain HTTP server) whose callers send "Authorization: Bearer <token>":
-// verify checks the token (its signature, issuer, audience and expiry:
-// the work API Gateway's JWT authorizer would have done) and returns the
-// user's subject (any string; SubjectUUID maps it). A request without a bearer token has no user (401), and so
-// has one with two different Authorization values; the same value twice
-// (a REST API event carries every header in both of its header maps) is
-// one token. An error from verify is logged and answered with 401 as well.
+// BearerToken returns a UserIDFunc for callers that send "Authorization:
+// Bearer <token>" where no authorizer checked it (a Function URL with
+// AuthType NONE, an ALB target, a plain HTTP server): verify checks the
+// token (signature, issuer, audience, expiry) and returns the user's
+// subject. No token, or two different ones, is no user (401); so is an
+// error from verify, which is logged.
 func BearerToken(verify func(ctx context.Context, token string) (string, error)) UserIDFunc {
 	return func(ctx context.Context, req Request) (string, error) {
 		values := distinct(req.Header("Authorization"))

@@ -99,6 +99,7 @@ type observation struct {
 	// could run out).
 	leaseFrom time.Time
 
+	digest []byte            // Config.LogDigestSecret: log digests, not values
 	span   observe.Span      // the call's span, when Config.Observer is set
 	origin *idemstore.Origin // a replay's: the traced run that produced it
 }
@@ -150,6 +151,15 @@ func (o *observation) retried() bool {
 		}
 	}
 	return false
+}
+
+// identifier is an identifier as the log line shows it: its value, or its
+// keyed digest with Config.LogDigestSecret.
+func (o *observation) identifier(v string) string {
+	if o.digest == nil {
+		return v
+	}
+	return observe.Digest(o.digest, v)
 }
 
 // errorClass is the observe class of a store call's error ("" for nil).
@@ -207,13 +217,18 @@ func (o *observation) emit(ctx context.Context, logger *slog.Logger, metrics *em
 		if o.function != "" {
 			attrs = append(attrs, slog.String("function", o.function))
 		} else {
-			attrs = append(attrs, slog.String("method", o.method), slog.String("path", o.path))
+			attrs = append(attrs, slog.String("method", o.method))
+			if o.digest == nil {
+				// A path may hold the key (PathKey) or the user's ids: with
+				// digests on, it is left out.
+				attrs = append(attrs, slog.String("path", o.path))
+			}
 		}
 		if o.key != "" {
-			attrs = append(attrs, slog.String("key", o.key))
+			attrs = append(attrs, slog.String("key", o.identifier(o.key)))
 		}
 		if o.user != "" {
-			attrs = append(attrs, slog.String("user", o.user))
+			attrs = append(attrs, slog.String("user", o.identifier(o.user)))
 		}
 		if o.tenant != "" {
 			attrs = append(attrs, slog.String("tenant", o.tenant))

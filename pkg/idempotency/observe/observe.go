@@ -13,6 +13,9 @@ package observe
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"time"
 
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
@@ -89,4 +92,15 @@ type Result struct {
 	// Origin is, on a replay, the traced run that produced the answer (nil
 	// when that run was not traced, or the record predates origins).
 	Origin *idemstore.Origin
+}
+
+// Digest is the keyed digest that a log line shows in place of an
+// identifier (a key, a user id) when Settings.LogDigestSecret is set:
+// "h:" and the first 16 bytes of HMAC-SHA-256(secret, value) in hex. An
+// operator who holds the secret computes it for a known key or user
+// (keystore digest) to find the log lines of a record.
+func Digest(secret []byte, value string) string {
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte(value))
+	return "h:" + hex.EncodeToString(m.Sum(nil)[:16])
 }
