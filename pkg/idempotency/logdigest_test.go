@@ -51,8 +51,8 @@ func TestLogDigestSecretKeepsIdentifiersOutOfTheLog(t *testing.T) {
 		}
 		return "ok", nil
 	}, idempotency.FunctionConfig[string]{Store: store, Name: "charge",
-		Key:   func(context.Context, string) (string, error) { return fkey, nil },
-		Scope: func(context.Context, string) (string, error) { return scope, nil },
+		Key:      func(context.Context, string) (string, error) { return fkey, nil },
+		Scope:    func(context.Context, string) (string, error) { return scope, nil },
 		Settings: settings})
 	require.NoError(t, err)
 	_, _ = f(context.Background(), "fail")

@@ -33,6 +33,11 @@
 //	                                      so that any byte replays as sent
 //	                   is_base64    BOOL  the handler's flag, when set
 //	                   not_kept     BOOL  the not-kept marker, when set
+//	                   origin       M     the traced run that produced the
+//	                                      response, when it has one:
+//	                     trace_id   S|B   its trace id
+//	                     span_id    S|B   its span id
+//	                     at         N     when it completed, Unix microseconds
 //
 // The user id and the key are lower-case UUIDs (every call refuses other
 // ids with a permanent error), 36 characters each, so KeyPrefix is an exact

@@ -19,6 +19,11 @@ const (
 	respBody    = "body"
 	respBase64  = "is_base64"
 	respNotKept = "not_kept"
+	respOrigin  = "origin"
+
+	originTrace = "trace_id"
+	originSpan  = "span_id"
+	originAt    = "at"
 )
 
 // errNotRecord marks an item under the store's keys that is not a record
@@ -73,6 +78,13 @@ func encodeResponse(resp idemstore.Response) *types.AttributeValueMemberM {
 	if notKeptOf(resp) {
 		m[respNotKept] = &types.AttributeValueMemberBOOL{Value: true}
 	}
+	if o := resp.Origin; o != nil {
+		m[respOrigin] = &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
+			originTrace: bytesOrString(o.TraceID),
+			originSpan:  bytesOrString(o.SpanID),
+			originAt:    num(micros(o.At)),
+		}}
+	}
 	return &types.AttributeValueMemberM{Value: m}
 }
 
@@ -114,7 +126,32 @@ func decodeResponse(av types.AttributeValue) (*idemstore.Response, error) {
 		return nil, err
 	}
 	setNotKept(resp, nk)
+	if o, ok := m.Value[respOrigin]; ok {
+		if resp.Origin, err = decodeOrigin(o); err != nil {
+			return nil, err
+		}
+	}
 	return resp, nil
+}
+
+// decodeOrigin reads a response's origin map.
+func decodeOrigin(av types.AttributeValue) (*idemstore.Origin, error) {
+	m, ok := av.(*types.AttributeValueMemberM)
+	if !ok {
+		return nil, fmt.Errorf("%w: the origin is a %T, not a map", errNotRecord, av)
+	}
+	o := &idemstore.Origin{}
+	var err error
+	if o.TraceID, err = textOf(m.Value[originTrace], "the origin's "+originTrace); err != nil {
+		return nil, err
+	}
+	if o.SpanID, err = textOf(m.Value[originSpan], "the origin's "+originSpan); err != nil {
+		return nil, err
+	}
+	if o.At, err = timeOf(m.Value, originAt); err != nil {
+		return nil, err
+	}
+	return o, nil
 }
 
 // textOf reads a String or Binary value; a missing one is empty.

@@ -246,6 +246,22 @@ func TestItemLayout(t *testing.T) {
 				"body": strAttr(`{"a":1}`),
 			}}
 			require.Equal(t, want, getItem(t, client, st, ref), "the completed item: no lease, the response map, the completion's expiry")
+
+			// A traced run's response has its origin as a map of its own.
+			traced := newRef()
+			_, err = st.Claim(ctx, claimAt(traced, now, time.Minute, time.Hour))
+			require.NoError(t, err)
+			resp = idemstore.Response{StatusCode: 200, Body: "x", Origin: &idemstore.Origin{TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", SpanID: "00f067aa0ba902b7", At: done}}
+			require.NoError(t, st.Complete(ctx, completionAt(traced, done, resp, 2*time.Hour)))
+			require.Equal(t, &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
+				"status_code": numAttr(200),
+				"body":        strAttr("x"),
+				"origin": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
+					"trace_id": strAttr("4bf92f3577b34da6a3ce929d0e0e4736"),
+					"span_id":  strAttr("00f067aa0ba902b7"),
+					"at":       numAttr(done.UnixMicro()), // truncated to the microsecond
+				}},
+			}}, getItem(t, client, st, traced)[n.Response], "the response map with an origin")
 		})
 	}
 }
@@ -454,6 +470,11 @@ func TestEveryResponseFieldRoundTrips(t *testing.T) {
 			f.SetBool(true)
 		case reflect.Map:
 			f.Set(reflect.ValueOf(map[string]string{"X-A": "1", "X-B": "\x00"}))
+		case reflect.Pointer:
+			if f.Type() != reflect.TypeFor[*idemstore.Origin]() {
+				t.Fatalf("StoredResponse.%s is a %s: teach the store (and this test) to keep it", v.Type().Field(i).Name, f.Type())
+			}
+			f.Set(reflect.ValueOf(&idemstore.Origin{TraceID: "trace \xff", SpanID: "span", At: time.UnixMicro(1893553445678901).UTC()}))
 		default:
 			t.Fatalf("StoredResponse.%s is a %s: teach the store (and this test) to keep it", v.Type().Field(i).Name, f.Kind())
 		}

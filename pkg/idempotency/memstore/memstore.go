@@ -63,7 +63,7 @@ func (s *Store) Claim(ctx context.Context, c idemstore.Claim) (idemstore.ClaimRe
 	}
 	k := id{c.UserID, c.Key}
 	if rec, ok := s.records[k]; ok && rec.Live(now) {
-		return c.Found(rec), nil
+		return c.Found(copyRecord(rec)), nil
 	}
 	res := c.Inserted()
 	s.records[k] = res.Record
@@ -82,8 +82,7 @@ func (s *Store) Complete(ctx context.Context, c idemstore.Completion) error {
 	if !ok || rec.Status != idemstore.StatusInProgress || rec.Owner != c.Owner {
 		return idemstore.ErrLeaseLost
 	}
-	resp := c.Response
-	resp.Headers = cloneHeaders(resp.Headers)
+	resp := copyResponse(c.Response)
 	rec.Status, rec.Response, rec.ExpiresAt, rec.LeaseUntil = idemstore.StatusCompleted, &resp, c.ExpiresAt, time.Time{}
 	s.records[k] = rec
 	return nil
@@ -181,11 +180,23 @@ func (s *Store) Delete(ctx context.Context, userID, key string) (bool, error) {
 
 func copyRecord(rec idemstore.Record) idemstore.Record {
 	if rec.Response != nil {
-		resp := *rec.Response
-		resp.Headers = cloneHeaders(resp.Headers)
+		resp := copyResponse(*rec.Response)
 		rec.Response = &resp
 	}
 	return rec
+}
+
+// copyResponse returns r with nothing shared with it: its own header map
+// and origin, the origin's time to the microsecond in UTC, as the other
+// stores keep it.
+func copyResponse(r idemstore.Response) idemstore.Response {
+	r.Headers = cloneHeaders(r.Headers)
+	if r.Origin != nil {
+		o := *r.Origin
+		o.At = time.UnixMicro(o.At.UnixMicro()).UTC()
+		r.Origin = &o
+	}
+	return r
 }
 
 func cloneHeaders(h map[string]string) map[string]string {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf16"
 	"unicode/utf8"
 
@@ -26,6 +27,11 @@ const encodingBase64 = "base64"
 // would be replaced by U+FFFD on the way in. A body (or a header set) holding
 // either is kept as base64 of its bytes, marked by BodyEncoding (or
 // HeadersEncoding) "base64"; without a marker the value is the text itself.
+//
+// The response's origin, when it has one, is the member origin: its trace
+// and span ids, and at, its time in Unix microseconds. A reader ignores a
+// member it does not know (encoding/json decides for parseEnvelope), so a
+// release that does not know origin replays such a record without it.
 type envelope struct {
 	Status          int               `json:"status"`
 	Headers         map[string]string `json:"headers,omitempty"`
@@ -34,6 +40,14 @@ type envelope struct {
 	BodyEncoding    string            `json:"bodyEncoding,omitempty"`
 	IsBase64Encoded bool              `json:"isBase64Encoded,omitempty"`
 	NotKept         bool              `json:"notKept,omitempty"`
+	Origin          *envelopeOrigin   `json:"origin,omitempty"`
+}
+
+// envelopeOrigin is the envelope's origin member.
+type envelopeOrigin struct {
+	Trace string `json:"trace"`
+	Span  string `json:"span"`
+	At    int64  `json:"at"`
 }
 
 // jsonbSafe reports whether s survives as JSONB text unchanged.
@@ -52,6 +66,9 @@ func encodeEnvelope(r idemstore.Response) (string, error) {
 	}
 	headers, headersEncoding := r.Headers, ""
 	size := len(body) + 64
+	if r.Origin != nil {
+		size += len(r.Origin.TraceID) + len(r.Origin.SpanID) + 64
+	}
 	for k, v := range headers {
 		size += len(k) + len(v) + 6
 		if !jsonbSafe(k) || !jsonbSafe(v) {
@@ -95,6 +112,18 @@ func encodeEnvelope(r idemstore.Response) (string, error) {
 	}
 	if r.NotKept {
 		b = append(b, `,"notKept":true`...)
+	}
+	if o := r.Origin; o != nil {
+		if !jsonbSafe(o.TraceID) || !jsonbSafe(o.SpanID) {
+			return "", fmt.Errorf("the response's origin ids %.40q and %.40q are not text", o.TraceID, o.SpanID)
+		}
+		b = append(b, `,"origin":{"trace":`...)
+		b = appendJSONString(b, o.TraceID)
+		b = append(b, `,"span":`...)
+		b = appendJSONString(b, o.SpanID)
+		b = append(b, `,"at":`...)
+		b = strconv.AppendInt(b, o.At.UnixMicro(), 10)
+		b = append(b, '}')
 	}
 	b = append(b, '}')
 	return string(b), nil
@@ -143,6 +172,9 @@ func decodeEnvelope(text string) (*idemstore.Response, error) {
 		}
 	}
 	r := &idemstore.Response{StatusCode: env.Status, Body: env.Body, IsBase64Encoded: env.IsBase64Encoded, NotKept: env.NotKept}
+	if o := env.Origin; o != nil {
+		r.Origin = &idemstore.Origin{TraceID: o.Trace, SpanID: o.Span, At: time.UnixMicro(o.At).UTC()}
+	}
 	switch env.BodyEncoding {
 	case "":
 	case encodingBase64:
@@ -191,7 +223,7 @@ func parseEnvelope(text string) (envelope, bool) {
 	if p.byte('}') {
 		return env, p.end()
 	}
-	seen := make(map[string]bool, 7)
+	seen := make(map[string]bool, 8)
 	for {
 		name, ok := p.str()
 		if !ok || !p.byte(':') || seen[name] {
@@ -225,6 +257,10 @@ func parseEnvelope(text string) (envelope, bool) {
 			}
 		case "headers":
 			if env.Headers, ok = p.headers(); !ok {
+				return env, false
+			}
+		case "origin":
+			if env.Origin, ok = p.origin(); !ok {
 				return env, false
 			}
 		default:
@@ -326,6 +362,44 @@ func (p *envParser) headers() (map[string]string, bool) {
 		h[k] = v
 		if p.byte('}') {
 			return h, true
+		}
+		if !p.byte(',') {
+			return nil, false
+		}
+	}
+}
+
+// origin reads the origin member's object: its three members, each once.
+func (p *envParser) origin() (*envelopeOrigin, bool) {
+	if !p.byte('{') {
+		return nil, false
+	}
+	o := &envelopeOrigin{}
+	var trace, span, at bool
+	for {
+		name, ok := p.str()
+		if !ok || !p.byte(':') {
+			return nil, false
+		}
+		switch {
+		case name == "trace" && !trace:
+			o.Trace, ok = p.str()
+			trace = true
+		case name == "span" && !span:
+			o.Span, ok = p.str()
+			span = true
+		case name == "at" && !at:
+			var n int
+			n, ok = p.int()
+			o.At, at = int64(n), true
+		default:
+			return nil, false // unknown or repeated: encoding/json decides
+		}
+		if !ok {
+			return nil, false
+		}
+		if p.byte('}') {
+			return o, true
 		}
 		if !p.byte(',') {
 			return nil, false

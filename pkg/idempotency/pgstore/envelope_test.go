@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -28,6 +29,10 @@ func envelopeCases() []idemstore.Response {
 		{StatusCode: 200, Body: "a\x00b", Headers: map[string]string{"X-Bin": "\xff"}}, // both base64
 		{StatusCode: 200, Body: "aGVsbG8=", IsBase64Encoded: true, Headers: map[string]string{}},
 		{StatusCode: 422, Body: strings.Repeat(`{"k":"v\n"}`, 2000)},
+		{StatusCode: 201, Body: `{"id":"3f0c"}`, Headers: map[string]string{"Content-Type": "application/json"}, Origin: &idemstore.Origin{
+			TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", SpanID: "00f067aa0ba902b7", At: time.Date(2030, 1, 2, 3, 4, 5, 678901000, time.UTC)}},
+		{StatusCode: 200, Body: "a\x00b", NotKept: true, Origin: &idemstore.Origin{TraceID: "t\"\\", SpanID: "é", At: time.UnixMicro(-1).UTC()}},
+		{StatusCode: 200, Origin: &idemstore.Origin{At: time.UnixMicro(time.Time{}.UnixMicro()).UTC()}},
 	}
 }
 
@@ -77,6 +82,14 @@ func TestEnvelopeParserFallsBack(t *testing.T) {
 		`{"status": 201 "body": "x"}`,                   // missing comma
 		`{"status": 201, "body": "unterminated`,         // cut short
 		`{"status": 201, "body": "\u00e9\ud83d\ude00"}`, // handled by the parser itself
+
+		// The origin member.
+		`{"status": 201, "body": "x", "origin": {"trace": "t", "span": "s", "at": 1}}`,                    // handled by the parser itself
+		`{"status": 201, "body": "x", "origin": {"at": 1, "trace": "t", "span": "s", "next": true}}`,      // unknown member of the origin
+		`{"status": 201, "body": "x", "origin": {"at": 1.5, "trace": "t", "span": "s"}}`,                  // not Unix microseconds
+		`{"status": 201, "body": "x", "origin": {"at": 1, "at": 2, "trace": "t", "span": "s"}}`,           // a repeated member
+		`{"status": 201, "body": "x", "origin": null}`,                                                    // no origin
+		`{"status": 201, "body": "x", "origin": {"trace": "t", "span": "s", "at": 1} , "notKept": false}`, // white space around
 	} {
 		env, ok := pgstore.ParseEnvelope(text)
 		var reference pgstore.Envelope
@@ -96,6 +109,43 @@ func TestEnvelopeParserFallsBack(t *testing.T) {
 			require.Equal(t, reference.Status, got.StatusCode, "%s", text)
 		}
 	}
+}
+
+// TestEnvelopeOrigin: the origin is a member of its own, absent when the
+// response has none (an envelope without it is what a record written before
+// the origin holds); a reader that does not know the member, as
+// encoding/json is the reference of every release's reader, replays the
+// response without it.
+func TestEnvelopeOrigin(t *testing.T) {
+	t.Parallel()
+	resp := idemstore.Response{StatusCode: 201, Body: "x"}
+	text, err := pgstore.EncodeEnvelope(resp)
+	require.NoError(t, err)
+	require.Equal(t, `{"status":201,"body":"x"}`, text, "no origin, no member")
+	got, err := pgstore.DecodeEnvelope(text)
+	require.NoError(t, err)
+	require.Nil(t, got.Origin)
+
+	resp.Origin = &idemstore.Origin{TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", SpanID: "00f067aa0ba902b7",
+		At: time.Date(2030, 1, 2, 4, 4, 5, 678901234, time.FixedZone("CET", 3600))}
+	text, err = pgstore.EncodeEnvelope(resp)
+	require.NoError(t, err)
+	require.Equal(t, `{"status":201,"body":"x","origin":{"trace":"4bf92f3577b34da6a3ce929d0e0e4736","span":"00f067aa0ba902b7","at":1893553445678901}}`, text)
+	got, err = pgstore.DecodeEnvelope(text)
+	require.NoError(t, err)
+	require.Equal(t, &idemstore.Origin{TraceID: resp.Origin.TraceID, SpanID: resp.Origin.SpanID, At: time.Date(2030, 1, 2, 3, 4, 5, 678901000, time.UTC)}, got.Origin)
+
+	var before struct { // the envelope as a release before the origin reads it
+		Status  int    `json:"status"`
+		Body    string `json:"body"`
+		NotKept bool   `json:"notKept,omitempty"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(text), &before))
+	require.Equal(t, 201, before.Status)
+	require.Equal(t, "x", before.Body)
+
+	_, err = pgstore.EncodeEnvelope(idemstore.Response{StatusCode: 200, Origin: &idemstore.Origin{TraceID: "a\x00b"}})
+	require.Error(t, err, "an id that JSONB cannot hold")
 }
 
 // FuzzEnvelopeParser: whatever the parser accepts, it reads as encoding/json

@@ -36,7 +36,8 @@
 // prefix; a record is named by its user id and key, both UUIDs.
 //
 // The response is kept in response_body (JSONB) as an envelope whose body is
-// a JSON string, so that it replays byte for byte.
+// a JSON string, so that it replays byte for byte, with the origin of a
+// traced run as a member of its own.
 package pgstore
 
 import (
@@ -64,7 +65,7 @@ type Options struct {
 	Schema string
 
 	// MaxRecordBytes is the largest response envelope (the JSON text of
-	// the status, headers and body that response_body keeps) that Complete
+	// the status, headers, body and origin that response_body keeps) that Complete
 	// sends. A larger one is refused before anything is sent, with a
 	// permanent *idemstore.Error wrapping idemstore.ErrTooLarge,
 	// and the record is completed with the not-kept marker instead.
@@ -286,7 +287,8 @@ func (s *Store) takeCompletion(ctx context.Context, result any) (run runctx.Run,
 func (s *Store) envelope(c idemstore.Completion) (string, error) {
 	env, err := encodeEnvelope(c.Response)
 	if err != nil {
-		return "", &idemstore.Error{Op: "complete", Err: err}
+		// The response itself is at fault: sending it again cannot help.
+		return "", &idemstore.Error{Op: "complete", Permanent: true, Err: err}
 	}
 	if len(env) > s.maxRecord {
 		return "", &idemstore.Error{Op: "complete", Permanent: true, Err: fmt.Errorf(

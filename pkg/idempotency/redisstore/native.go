@@ -121,9 +121,10 @@ func (p *pendingRuns) renewed(key, owner string, lease int64) {
 
 // completedRecord returns the completed record that the complete script
 // would write over the in-progress record cur: cur's created at, request
-// hash and owner token, with the flags, times (lease zero, expires at,
-// status code: fixedLen-offLease bytes), headers and body of the response.
-func completedRecord(cur []byte, flags byte, times, headers []byte, body string) ([]byte, bool) {
+// hash and owner token, with the head (version, status, flags), times
+// (lease zero, expires at, status code: fixedLen-offLease bytes), headers
+// (and origin) and body of the response.
+func completedRecord(cur []byte, head, times, headers []byte, body string) ([]byte, bool) {
 	if len(cur) < minRecordLen {
 		return nil, false
 	}
@@ -136,7 +137,7 @@ func completedRecord(cur []byte, flags byte, times, headers []byte, body string)
 		return nil, false
 	}
 	b := make([]byte, 0, end+len(headers)+len(body))
-	b = append(b, recordVersion, statusCompleted, flags)
+	b = append(b, head...)
 	b = append(b, cur[offCreated:offLease]...)
 	b = append(b, times...)
 	b = append(b, cur[fixedLen:end]...)
@@ -148,12 +149,12 @@ func completedRecord(cur []byte, flags byte, times, headers []byte, body string)
 // the run's claim wrote. done reports that the record is completed; when it
 // is false and err is nil, the caller runs the complete script, which
 // decides (the record changed, or the server has no IFEQ).
-func (s *Store) completeNative(ctx context.Context, key, owner string, flags byte, times, headers []byte, body string, ttl int64) (done bool, err error) {
+func (s *Store) completeNative(ctx context.Context, key, owner string, head, times, headers []byte, body string, ttl int64) (done bool, err error) {
 	cur, ok := s.pending.take(key, owner)
 	if !ok {
 		return false, nil
 	}
-	value, ok := completedRecord(cur, flags, times, headers, body)
+	value, ok := completedRecord(cur, head, times, headers, body)
 	if !ok {
 		return false, nil
 	}

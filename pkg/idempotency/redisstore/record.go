@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -10,11 +11,16 @@ import (
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 )
 
-// The record format, version 1: one string value, every integer
+// The record format, versions 1 and 2: one string value, every integer
 // big-endian. The package comment describes it; record.lua reads the same
 // fields on the server.
 const (
 	recordVersion = 1
+	// recordVersionOrigin is the version of a completed record whose
+	// response has an origin: version 1 with the origin between the
+	// headers and the body. A reader that knows version 1 only refuses it
+	// rather than take the origin for the body's first bytes.
+	recordVersionOrigin = 2
 
 	statusInProgress = 'p'
 	statusCompleted  = 'c'
@@ -43,6 +49,12 @@ const (
 // format this package knows.
 var errNotRecord = errors.New("not an idempotency record")
 
+// errLaterRecord marks a record of a later format than this release knows
+// (a version above recordVersionOrigin, below the printable bytes): a
+// later release wrote it during a rolling deploy. It is a store failure
+// that a retry, reaching the later release, gets past.
+var errLaterRecord = errors.New("an idempotency record of a later format")
+
 // encodeClaim returns the in-progress record of c.
 func encodeClaim(c idemstore.Claim) ([]byte, error) {
 	return encodeRecord(idemstore.Record{
@@ -59,6 +71,7 @@ func encodeRecord(rec idemstore.Record) ([]byte, error) {
 	var code int
 	var headers map[string]string
 	var body string
+	var origin *idemstore.Origin
 	lease := rec.LeaseUntil.UnixMicro()
 	switch rec.Status {
 	case idemstore.StatusInProgress:
@@ -68,7 +81,7 @@ func encodeRecord(rec idemstore.Record) ([]byte, error) {
 			return nil, errors.New("a completed record needs its response")
 		}
 		status, lease = statusCompleted, 0
-		code, headers, body = rec.Response.StatusCode, rec.Response.Headers, rec.Response.Body
+		code, headers, body, origin = rec.Response.StatusCode, rec.Response.Headers, rec.Response.Body, rec.Response.Origin
 		if rec.Response.IsBase64Encoded {
 			flags |= flagBodyBase64
 		}
@@ -87,8 +100,11 @@ func encodeRecord(rec idemstore.Record) ([]byte, error) {
 	if err := checkCode(code); err != nil {
 		return nil, err
 	}
-	b := make([]byte, fixedLen, minRecordLen+len(rec.Fingerprint)+len(rec.Owner)+headersLen(headers)+len(body))
-	b[offVersion], b[offStatus], b[offFlags] = recordVersion, status, flags
+	if err := checkOrigin(origin); err != nil {
+		return nil, err
+	}
+	b := make([]byte, fixedLen, minRecordLen+len(rec.Fingerprint)+len(rec.Owner)+headersLen(headers)+originLen(origin)+len(body))
+	b[offVersion], b[offStatus], b[offFlags] = versionOf(origin), status, flags
 	binary.BigEndian.PutUint64(b[offCreated:], uint64(rec.CreatedAt.UnixMicro()))
 	binary.BigEndian.PutUint64(b[offLease:], uint64(lease))
 	binary.BigEndian.PutUint64(b[offExpires:], uint64(rec.ExpiresAt.UnixMicro()))
@@ -99,31 +115,71 @@ func encodeRecord(rec idemstore.Record) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	b = appendOrigin(b, origin)
 	return append(b, body...), nil
 }
 
 // encodeCompletion returns what the complete script puts in place of an
-// in-progress record's fields: the flags byte; the lease (zero), expiry
-// and status code (16 bytes, offLease to fixedLen); and the headers. The
-// body follows them as it is.
-func encodeCompletion(resp idemstore.Response, expiresAt time.Time) (flags, times, headers []byte, err error) {
+// in-progress record's fields: the head (the version, the completed
+// status and the flags: offCreated bytes); the lease (zero), expiry and
+// status code (16 bytes, offLease to fixedLen); and the headers, then the
+// origin when there is one. The body follows them as it is.
+func encodeCompletion(resp idemstore.Response, expiresAt time.Time) (head, times, headers []byte, err error) {
 	if err := checkCode(resp.StatusCode); err != nil {
 		return nil, nil, nil, err
 	}
-	flags = []byte{0}
+	if err := checkOrigin(resp.Origin); err != nil {
+		return nil, nil, nil, err
+	}
+	var flags byte
 	if resp.IsBase64Encoded {
-		flags[0] |= flagBodyBase64
+		flags |= flagBodyBase64
 	}
 	if resp.NotKept {
-		flags[0] |= flagNotKept
+		flags |= flagNotKept
 	}
+	head = []byte{versionOf(resp.Origin), statusCompleted, flags}
 	times = make([]byte, fixedLen-offLease)
 	binary.BigEndian.PutUint64(times[offExpires-offLease:], uint64(expiresAt.UnixMicro()))
 	binary.BigEndian.PutUint32(times[offCode-offLease:], uint32(int32(resp.StatusCode)))
-	if headers, err = appendHeaders(make([]byte, 0, headersLen(resp.Headers)), resp.Headers); err != nil {
+	if headers, err = appendHeaders(make([]byte, 0, headersLen(resp.Headers)+originLen(resp.Origin)), resp.Headers); err != nil {
 		return nil, nil, nil, err
 	}
-	return flags, times, headers, nil
+	return head, times, appendOrigin(headers, resp.Origin), nil
+}
+
+// versionOf is the version of a record whose response has origin o: a
+// record without one stays in version 1, byte for byte.
+func versionOf(o *idemstore.Origin) byte {
+	if o != nil {
+		return recordVersionOrigin
+	}
+	return recordVersion
+}
+
+func checkOrigin(o *idemstore.Origin) error {
+	if o == nil {
+		return nil
+	}
+	return cmp.Or(checkLen16("origin's trace id", o.TraceID), checkLen16("origin's span id", o.SpanID))
+}
+
+func originLen(o *idemstore.Origin) int {
+	if o == nil {
+		return 0
+	}
+	return 2 + len(o.TraceID) + 2 + len(o.SpanID) + 8
+}
+
+// appendOrigin appends o, when there is one: its trace id and span id,
+// each after its length (2 bytes), then its time (Unix µs, 8 bytes).
+func appendOrigin(b []byte, o *idemstore.Origin) []byte {
+	if o == nil {
+		return b
+	}
+	b = appendString16(b, o.TraceID)
+	b = appendString16(b, o.SpanID)
+	return binary.BigEndian.AppendUint64(b, uint64(o.At.UnixMicro()))
 }
 
 func checkLen16(what, s string) error {
@@ -176,7 +232,10 @@ func appendString16(b []byte, s string) []byte {
 // owner, headers, body) share v's memory: a replay costs the reply, the
 // header map and nothing else.
 func decodeRecord(userID, key, v string) (idemstore.Record, error) {
-	if len(v) < minRecordLen || v[offVersion] != recordVersion {
+	if len(v) > 0 && v[offVersion] > recordVersionOrigin && v[offVersion] < ' ' {
+		return idemstore.Record{}, fmt.Errorf("version %d: %w", v[offVersion], errLaterRecord)
+	}
+	if len(v) < minRecordLen || (v[offVersion] != recordVersion && v[offVersion] != recordVersionOrigin) {
 		return idemstore.Record{}, notRecord(v, "unknown format")
 	}
 	rec := idemstore.Record{
@@ -198,6 +257,9 @@ func decodeRecord(userID, key, v string) (idemstore.Record, error) {
 	}
 	switch v[offStatus] {
 	case statusInProgress:
+		if v[offVersion] != recordVersion {
+			return idemstore.Record{}, notRecord(v, "an origin in progress")
+		}
 		rec.Status = idemstore.StatusInProgress
 		rec.LeaseUntil = time.UnixMicro(be64(v, offLease)).UTC()
 		return rec, nil
@@ -225,6 +287,21 @@ func decodeRecord(userID, key, v string) (idemstore.Record, error) {
 			}
 			resp.Headers[name] = value
 		}
+	}
+	if v[offVersion] == recordVersionOrigin {
+		o := &idemstore.Origin{}
+		if o.TraceID, pos, ok = string16(v, pos); !ok {
+			return idemstore.Record{}, notRecord(v, "truncated origin trace id")
+		}
+		if o.SpanID, pos, ok = string16(v, pos); !ok {
+			return idemstore.Record{}, notRecord(v, "truncated origin span id")
+		}
+		if pos+8 > len(v) {
+			return idemstore.Record{}, notRecord(v, "truncated origin time")
+		}
+		o.At = time.UnixMicro(be64(v, pos)).UTC()
+		pos += 8
+		resp.Origin = o
 	}
 	resp.Body = v[pos:]
 	rec.Response = resp

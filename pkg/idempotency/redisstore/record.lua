@@ -1,12 +1,14 @@
--- The record format, version 1, as record.go writes it (the package comment
--- describes it). Positions are Lua's, counted from 1; integers big-endian:
+-- The record format, versions 1 and 2, as record.go writes it (the package
+-- comment describes it). Positions are Lua's, counted from 1; integers
+-- big-endian:
 --
---   1      version (1)           12-19  lease until (Unix µs, signed)
+--   1      version (1, or 2)     12-19  lease until (Unix µs, signed)
 --   2      status ('p' or 'c')   20-27  expires at (Unix µs, signed)
 --   3      flags                 28-31  status code
 --   4-11   created at            32-33  length h of the request hash
 --
--- then the hash, the owner after its 2-byte length, the headers and the body.
+-- then the hash, the owner after its 2-byte length, the headers, the origin
+-- (version 2 only) and the body.
 -- This file is the start of takeover.lua, complete.lua and release.lua.
 
 local function u16(s, i)
@@ -31,7 +33,8 @@ end
 -- v, and the position of the owner's last byte; nil when v is not a record
 -- of this format.
 local function parse(v)
-  if #v < 37 or string.byte(v, 1) ~= 1 then
+  local version = string.byte(v, 1)
+  if #v < 37 or (version ~= 1 and version ~= 2) then
     return nil
   end
   local status = string.sub(v, 2, 2)
@@ -49,7 +52,12 @@ local function parse(v)
   return status, i64(v, 12), i64(v, 20), string.sub(v, o + 2, last), last
 end
 
-local function not_record(key)
+-- not_record refuses the value v at key: a record of a later format (a
+-- version above 2, which a later release writes) or no record at all.
+local function not_record(key, v)
+  if v and #v > 0 and string.byte(v, 1) > 2 and string.byte(v, 1) < 32 then
+    return redis.error_reply('ERR the value at ' .. key .. ' is an idempotency record of a later format')
+  end
   return redis.error_reply('ERR the value at ' .. key .. ' is not an idempotency record')
 end
 

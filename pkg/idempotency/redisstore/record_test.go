@@ -47,6 +47,12 @@ func sampleRecords() map[string]idemstore.Record {
 		}}),
 		"odd status codes": completed(idemstore.Response{StatusCode: -1, Body: "x"}),
 		"largest code":     completed(idemstore.Response{StatusCode: math.MaxInt32}),
+		"origin": completed(idemstore.Response{StatusCode: 201, Body: `{"id":"1"}`, Headers: map[string]string{"Content-Type": "application/json"},
+			Origin: &idemstore.Origin{TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", SpanID: "00f067aa0ba902b7", At: at.Add(time.Second)}}),
+		"origin, empty body and every byte": completed(idemstore.Response{StatusCode: 204, IsBase64Encoded: true,
+			Origin: &idemstore.Origin{TraceID: allBytes(), SpanID: "", At: time.UnixMicro(-1).UTC()}}),
+		"origin of the not-kept marker": completed(idemstore.Response{StatusCode: 201, NotKept: true,
+			Origin: &idemstore.Origin{TraceID: "t", SpanID: "s", At: time.Time{}.Add(time.Microsecond)}}),
 	}
 }
 
@@ -75,22 +81,61 @@ func TestRecordRoundTrip(t *testing.T) {
 }
 
 // TestRecordTruncated: a value cut before the end of its length-prefixed
-// fields is not a record; cut in the body, it is one with a shorter body
-// (the body is last and has no length), which is why nothing but the store
-// writes under the prefix.
+// fields (and the origin) is not a record; cut in the body, it is one with
+// a shorter body (the body is last and has no length), which is why nothing
+// but the store writes under the prefix.
 func TestRecordTruncated(t *testing.T) {
 	t.Parallel()
-	rec := sampleRecords()["headers"]
-	v, err := encodeRecord(rec)
-	require.NoError(t, err)
-	bodyAt := len(v) - len(rec.Response.Body)
-	for n := range bodyAt {
-		_, err := decodeRecord("", "", string(v[:n]))
-		require.ErrorIs(t, err, errNotRecord, "cut at %d of %d", n, len(v))
+	for _, name := range []string{"headers", "origin"} {
+		rec := sampleRecords()[name]
+		v, err := encodeRecord(rec)
+		require.NoError(t, err)
+		bodyAt := len(v) - len(rec.Response.Body)
+		for n := range bodyAt {
+			_, err := decodeRecord("", "", string(v[:n]))
+			require.ErrorIs(t, err, errNotRecord, "%s: cut at %d of %d", name, n, len(v))
+		}
+		got, err := decodeRecord("", "", string(v[:bodyAt]))
+		require.NoError(t, err)
+		require.Empty(t, got.Response.Body)
+		require.Equal(t, rec.Response.Origin, got.Response.Origin)
 	}
-	got, err := decodeRecord("", "", string(v[:bodyAt]))
+}
+
+// TestRecordOriginVersion: a record without an origin is version 1, as
+// before the origin; one with an origin is version 2, which a reader of
+// version 1 alone refuses, and is version 1 with the origin before the
+// body.
+func TestRecordOriginVersion(t *testing.T) {
+	t.Parallel()
+	plain := sampleRecords()["origin"] // one header: a fixed order
+	plainResp := *plain.Response
+	plainResp.Origin = nil
+	plain.Response = &plainResp
+	v1, err := encodeRecord(plain)
 	require.NoError(t, err)
-	require.Empty(t, got.Response.Body)
+	require.Equal(t, byte(1), v1[offVersion])
+
+	traced := plain
+	resp := *plain.Response
+	resp.Origin = &idemstore.Origin{TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", SpanID: "00f067aa0ba902b7", At: time.UnixMicro(1893553445678901)}
+	traced.Response = &resp
+	v2, err := encodeRecord(traced)
+	require.NoError(t, err)
+	require.Equal(t, byte(2), v2[offVersion])
+	origin := "\x00\x20" + resp.Origin.TraceID + "\x00\x10" + resp.Origin.SpanID + "\x00\x06\xba\x2d\x44\x7e\x2f\x35"
+	bodyAt := len(v1) - len(resp.Body)
+	require.Equal(t, string(v1[1:bodyAt])+origin+resp.Body, string(v2[1:]))
+
+	got, err := decodeRecord("", "", string(v2))
+	require.NoError(t, err)
+	require.Equal(t, resp.Origin.At.UTC(), got.Response.Origin.At)
+
+	inProgress, err := encodeRecord(sampleRecords()["in progress"])
+	require.NoError(t, err)
+	inProgress[offVersion] = recordVersionOrigin
+	_, err = decodeRecord("", "", string(inProgress))
+	require.ErrorIs(t, err, errNotRecord, "no record in progress has an origin")
 }
 
 func TestRecordRejects(t *testing.T) {
@@ -98,11 +143,13 @@ func TestRecordRejects(t *testing.T) {
 	rec := sampleRecords()["in progress"]
 	v, err := encodeRecord(rec)
 	require.NoError(t, err)
+	_, err = decodeRecord("", "", "\x03"+string(v[1:]))
+	require.ErrorIs(t, err, errLaterRecord, "a later version is a later release's record, not foreign data")
 	for name, value := range map[string]string{
-		"another version": "\x02" + string(v[1:]),
-		"unknown status":  string(v[:1]) + "x" + string(v[2:]),
-		"plain text":      "not a record at all, but long enough to hold the fixed fields",
-		"empty":           "",
+		"version 0":      "\x00" + string(v[1:]),
+		"unknown status": string(v[:1]) + "x" + string(v[2:]),
+		"plain text":     "not a record at all, but long enough to hold the fixed fields",
+		"empty":          "",
 	} {
 		_, err := decodeRecord("", "", value)
 		require.ErrorIs(t, err, errNotRecord, name)

@@ -12,7 +12,7 @@ if not cur then
 end
 local status, _, _, owner = parse(cur)
 if not status then
-  return not_record(KEYS[1])
+  return not_record(KEYS[1], cur)
 end
 if status ~= 'p' or owner ~= ARGV[1] then
   return 0

@@ -73,10 +73,11 @@
 //
 // # Record format
 //
-// A record is binary, version 1; integers are big-endian, times are Unix
-// microseconds (signed, 8 bytes), offsets count from 0:
+// A record is binary, version 1 or 2; integers are big-endian, times are
+// Unix microseconds (signed, 8 bytes), offsets count from 0:
 //
-//	0      1 byte   format version, 1
+//	0      1 byte   format version: 2 for a completed record whose response
+//	                has an origin (idemstore.Response.Origin), else 1
 //	1      1 byte   status: 'p' in progress, 'c' completed
 //	2      1 byte   flags: bit 0 set when the body is base64 (the handler's flag),
 //	                bit 1 on the not-kept marker (idemstore.Response.NotKept)
@@ -88,7 +89,13 @@
 //	       2 bytes  length of the owner token, then the token
 //	       2 bytes  number of headers, then for each its name and its value,
 //	                each after its length (4 bytes)
+//	       version 2 only, the origin: its trace id and its span id, each
+//	                after its length (2 bytes), then its time (8 bytes)
 //	       the rest the response body, raw bytes (empty while in progress)
+//
+// Version 2 is version 1 with the origin: a record without one is written
+// in version 1, byte for byte as before, and a reader that knows version 1
+// alone refuses a record with an origin instead of replaying it wrong.
 //
 // Every variable field but the last carries its length, so no byte in an
 // owner, a header or a body can break the parsing, and the body replays
@@ -292,25 +299,25 @@ func (s *Store) Complete(ctx context.Context, c idemstore.Completion) error {
 	if err := cmp.Or(ctx.Err(), idemstore.CheckIDs(c.UserID, c.Key)); err != nil {
 		return storeError(ctx, "complete", err)
 	}
-	flags, times, headers, err := encodeCompletion(c.Response, c.ExpiresAt)
+	head, times, headers, err := encodeCompletion(c.Response, c.ExpiresAt)
 	if err != nil {
 		return storeError(ctx, "complete", err)
 	}
 	// The record keeps the claim's request hash (64 bytes) and owner
-	// token, as in progress.
+	// token, as in progress; headers holds the origin too.
 	if size := minRecordLen + 64 + len(c.Owner) + len(headers) + len(c.Response.Body); size > s.maxRecord {
 		return storeError(ctx, "complete", fmt.Errorf("%w: the record would be %d bytes, the most this store writes is %d (Options.MaxRecordBytes)", idemstore.ErrTooLarge, size, s.maxRecord))
 	}
 	key := s.Key(c.UserID, c.Key)
 	ttl := ttlMillis(c.Now, c.ExpiresAt)
-	done, err := s.completeNative(ctx, key, c.Owner, flags[0], times, headers, c.Response.Body, ttl)
+	done, err := s.completeNative(ctx, key, c.Owner, head, times, headers, c.Response.Body, ttl)
 	if err != nil {
 		return storeError(ctx, "complete", err)
 	}
 	if done {
 		return nil
 	}
-	n, err := completeScript.Run(ctx, s.client, []string{key}, c.Owner, flags, times, headers, c.Response.Body, ttl).Int64()
+	n, err := completeScript.Run(ctx, s.client, []string{key}, c.Owner, head, times, headers, c.Response.Body, ttl).Int64()
 	if err != nil {
 		return storeError(ctx, "complete", err)
 	}
@@ -382,6 +389,10 @@ func storeError(ctx context.Context, op string, err error) error {
 		permanent = true
 	case errors.Is(err, redis.Nil):
 		err = fmt.Errorf("the server returned no reply to the %s script: %w", op, err)
+	case errors.Is(err, errLaterRecord), strings.Contains(err.Error(), "is an idempotency record of a later format"):
+		// Transient: a later release wrote it during a rolling deploy; the
+		// client's retry reaches that release.
+		err = fmt.Errorf("a record was written by a later release of this store: %w", err)
 	case errors.Is(err, errNotRecord), strings.Contains(err.Error(), "is not an idempotency record"):
 		err = fmt.Errorf("a key under the idempotency prefix holds a value that is not a record (is Options.KeyPrefix shared with other data?): %w", err)
 		permanent = true

@@ -18,7 +18,7 @@ end
 if cur then
   local status, lease, expires = parse(cur)
   if not status then
-    return not_record(KEYS[1])
+    return not_record(KEYS[1], cur)
   end
   local function live(t)
     return expires > t and (status == 'c' or lease > t)

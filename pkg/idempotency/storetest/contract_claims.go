@@ -51,6 +51,7 @@ func runContract(t *testing.T, cfg Config) {
 		{"CancelledContext", s.cancelledContext},
 		{"BrokenStore", s.brokenStore},
 		{"NotKeptMarkerIsKept", s.notKeptMarker},
+		{"OriginComesBackWithItsRecord", s.originKept},
 		{"TooLargeResponseWritesNothing", s.tooLarge},
 		{"MisconfiguredStoreIsPermanent", s.misconfigured},
 		{"CheckStore", s.checkStore},
