@@ -181,7 +181,7 @@ func (o *observation) result() observe.Result {
 		Outcome: string(o.outcome), Status: o.status,
 		Claimed: o.claimed, Replayed: o.outcome == OutcomeReplayed, Cached: o.cached,
 		Waited: o.waited, WaitedFor: time.Duration(o.waitedMS * float64(time.Millisecond)),
-		Heartbeat: o.heartbeat,
+		Heartbeat: o.heartbeat, Retried: o.retried(),
 	}
 	switch {
 	case o.permanent:

@@ -48,13 +48,14 @@ func goListIn(t *testing.T, dir string, args ...string) []string {
 }
 
 // The repository's modules, by folder: the sample app and its tooling (the
-// root), the library, its adapters to gRPC, Connect, Gin and Echo (each a
+// root), the library, its adapters to gRPC, Connect, Gin, Echo and OpenTelemetry (each a
 // module of its own, so that their frameworks reach only their users), the
 // operations command and the test helpers. Each is listed in its own
 // folder, so that the lists hold with or without go.work.
 var modules = []string{".", "pkg",
 	filepath.Join("pkg", "idempotency", "grpcidem"), filepath.Join("pkg", "idempotency", "connectidem"),
 	filepath.Join("pkg", "idempotency", "ginidem"), filepath.Join("pkg", "idempotency", "echoidem"),
+	filepath.Join("pkg", "idempotency", "otelidem"),
 	filepath.Join("cmd", "keystore"), filepath.Join("internal", "testkit")}
 
 // libraryPackages lists the packages of the library's module (pkg/go.mod).

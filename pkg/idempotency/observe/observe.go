@@ -87,6 +87,9 @@ type Result struct {
 	WaitedFor time.Duration
 	// Heartbeat: the run's lease was renewed while it ran.
 	Heartbeat bool
+	// Retried: a store call that failed was made again (a claim whose
+	// reply may have been lost, a completion or release that failed).
+	Retried bool
 	// ErrorClass is "" or one of the Class values.
 	ErrorClass string
 	// Origin is, on a replay, the traced run that produced the answer (nil
