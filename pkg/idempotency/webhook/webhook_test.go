@@ -87,14 +87,20 @@ func standardDelivery(t *testing.T, id string, at time.Time, secret string) deli
 // receiver is a webhook endpoint on a store, over real HTTP.
 type receiver struct {
 	url   string
-	store *memstore.Store
+	store adminStore
 	runs  atomic.Int32
 }
 
 // newReceiver mounts each provider's middleware at /<name> on one store.
 func newReceiver(t *testing.T, providers ...webhook.Provider) *receiver {
 	t.Helper()
-	rc := &receiver{store: memstore.New()}
+	return newReceiverOn(t, memstore.New(), providers...)
+}
+
+// newReceiverOn is newReceiver on store.
+func newReceiverOn(t *testing.T, store adminStore, providers ...webhook.Provider) *receiver {
+	t.Helper()
+	rc := &receiver{store: store}
 	mux := http.NewServeMux()
 	for _, p := range providers {
 		mw, err := webhook.Middleware(p, idempotency.Config{Store: rc.store, Settings: idempotency.Settings{Logger: slog.New(slog.DiscardHandler), Metrics: io.Discard}})
@@ -177,43 +183,45 @@ func TestProviders(t *testing.T) {
 			return standardDelivery(t, id, time.Now(), secret)
 		}, standardSecret, http.StatusUnauthorized, webhook.CodeSignatureInvalid},
 	}
-	for _, c := range cases {
-		t.Run(c.provider.Name, func(t *testing.T) {
-			t.Parallel()
-			rc := newReceiver(t, c.provider)
-			path := "/" + c.provider.Name
-			forged := "whsec_" + base64.StdEncoding.EncodeToString([]byte("not the endpoint's secret"))
+	for _, b := range backends {
+		for _, c := range cases {
+			t.Run(b.name+"/"+c.provider.Name, func(t *testing.T) {
+				t.Parallel()
+				rc := newReceiverOn(t, b.store(t), c.provider)
+				path := "/" + c.provider.Name
+				forged := "whsec_" + base64.StdEncoding.EncodeToString([]byte("not the endpoint's secret"))
 
-			unverified := rc.send(t, path, c.sign(t, "evt_"+uuid.NewString(), forged))
-			requireProblem(t, unverified, http.StatusUnauthorized, webhook.CodeSignatureInvalid)
-			unsigned := c.sign(t, "evt_"+uuid.NewString(), c.secret)
-			unsigned.header = http.Header{}
-			requireProblem(t, rc.send(t, path, unsigned), http.StatusUnauthorized, webhook.CodeSignatureInvalid)
-			require.Empty(t, rc.records(t), "an unverified delivery writes nothing")
-			require.Zero(t, rc.runs.Load())
+				unverified := rc.send(t, path, c.sign(t, "evt_"+uuid.NewString(), forged))
+				requireProblem(t, unverified, http.StatusUnauthorized, webhook.CodeSignatureInvalid)
+				unsigned := c.sign(t, "evt_"+uuid.NewString(), c.secret)
+				unsigned.header = http.Header{}
+				requireProblem(t, rc.send(t, path, unsigned), http.StatusUnauthorized, webhook.CodeSignatureInvalid)
+				require.Empty(t, rc.records(t), "an unverified delivery writes nothing")
+				require.Zero(t, rc.runs.Load())
 
-			requireProblem(t, rc.send(t, path, c.sign(t, "", c.secret)), c.noIDStatus, c.noIDCode)
-			require.Empty(t, rc.records(t), "a delivery without an id writes nothing")
-			require.Zero(t, rc.runs.Load())
+				requireProblem(t, rc.send(t, path, c.sign(t, "", c.secret)), c.noIDStatus, c.noIDCode)
+				require.Empty(t, rc.records(t), "a delivery without an id writes nothing")
+				require.Zero(t, rc.runs.Load())
 
-			id := "evt_" + uuid.NewString()
-			first := rc.send(t, path, c.sign(t, id, c.secret))
-			require.Equal(t, http.StatusOK, first.status, first.body)
-			require.Empty(t, first.header.Get(idempotency.ReplayedHeader))
-			time.Sleep(time.Second) // a retry signs another timestamp (Stripe, Standard Webhooks)
-			retry := rc.send(t, path, c.sign(t, id, c.secret))
-			require.Equal(t, http.StatusOK, retry.status)
-			require.Equal(t, first.body, retry.body, "a redelivery gets the first answer")
-			require.Equal(t, "true", retry.header.Get(idempotency.ReplayedHeader))
-			require.EqualValues(t, 1, rc.runs.Load(), "the handler ran once")
+				id := "evt_" + uuid.NewString()
+				first := rc.send(t, path, c.sign(t, id, c.secret))
+				require.Equal(t, http.StatusOK, first.status, first.body)
+				require.Empty(t, first.header.Get(idempotency.ReplayedHeader))
+				time.Sleep(time.Second) // a retry signs another timestamp (Stripe, Standard Webhooks)
+				retry := rc.send(t, path, c.sign(t, id, c.secret))
+				require.Equal(t, http.StatusOK, retry.status)
+				require.Equal(t, first.body, retry.body, "a redelivery gets the first answer")
+				require.Equal(t, "true", retry.header.Get(idempotency.ReplayedHeader))
+				require.EqualValues(t, 1, rc.runs.Load(), "the handler ran once")
 
-			recs := rc.records(t)
-			require.Len(t, recs, 1)
-			require.Equal(t, idempotency.SubjectUUID(webhook.ProviderSubject(c.provider.Name)), recs[0].UserID, "the provider is the records' user")
-			require.Equal(t, idemstore.StatusCompleted, recs[0].Status)
-			ttl := recs[0].ExpiresAt.Sub(recs[0].CreatedAt)
-			require.InDelta(t, webhook.DefaultTTL.Seconds(), ttl.Seconds(), 60, "records live DefaultTTL")
-		})
+				recs := rc.records(t)
+				require.Len(t, recs, 1)
+				require.Equal(t, idempotency.SubjectUUID(webhook.ProviderSubject(c.provider.Name)), recs[0].UserID, "the provider is the records' user")
+				require.Equal(t, idemstore.StatusCompleted, recs[0].Status)
+				ttl := recs[0].ExpiresAt.Sub(recs[0].CreatedAt)
+				require.InDelta(t, webhook.DefaultTTL.Seconds(), ttl.Seconds(), 60, "records live DefaultTTL")
+			})
+		}
 	}
 }
 
