@@ -20,6 +20,10 @@ require (
 	github.com/pressly/goose/v3 v3.30.1
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/stretchr/testify v1.12.1
+	go.opentelemetry.io/otel v1.47.0
+	go.opentelemetry.io/otel/exporters/stdout/stdouttrace v1.47.0
+	go.opentelemetry.io/otel/metric v1.47.0
+	go.opentelemetry.io/otel/sdk v1.47.0
 	golang.org/x/sync v0.25.0
 	gonum.org/v1/plot v0.17.0
 	gopkg.in/yaml.v3 v3.0.1
@@ -47,6 +51,8 @@ require (
 	github.com/basgys/goxml2json v1.1.1-0.20231018121955-e66ee54ceaad // indirect
 	github.com/buger/jsonparser v1.6.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/go-logr/logr v1.4.4 // indirect
+	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/go-openapi/jsonpointer v1.0.2 // indirect
 	github.com/golang/freetype v0.0.0-20170609003504-e2365dfdc4a0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
@@ -60,6 +66,9 @@ require (
 	github.com/pb33f/ordered-map/v2 v2.3.2 // indirect
 	github.com/rogpeppe/go-internal v1.16.0 // indirect
 	github.com/sethvargo/go-retry v0.5.0 // indirect
+	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
+	go.opentelemetry.io/otel/log v1.47.0 // indirect
+	go.opentelemetry.io/otel/trace v1.47.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.6 // indirect
@@ -75,17 +84,21 @@ require (
 
 tool honnef.co/go/tools/cmd/staticcheck
 
-// The library (pkg/) and the test helpers (internal/testkit/) are modules of
-// their own in this repository, so that a program that imports the library
-// does not get the sample app's and the tooling's dependencies. They are
-// used from their folders here, also with GOWORK=off; go.work puts the three
-// modules in one workspace for development (make test, make lint).
+// The library (pkg/), its OpenTelemetry adapter (pkg/idempotency/otelidem/,
+// which gives the local API its spans) and the test helpers
+// (internal/testkit/) are modules of their own in this repository, so that
+// a program that imports the library does not get the sample app's and the
+// tooling's dependencies. They are used from their folders here, also with
+// GOWORK=off; go.work puts the repository's modules in one workspace for
+// development (make test, make lint).
 require (
 	github.com/ichido/ichido/internal/testkit v0.0.0
 	github.com/ichido/ichido/pkg v0.0.0
+	github.com/ichido/ichido/pkg/idempotency/otelidem v0.0.0
 )
 
 replace (
 	github.com/ichido/ichido/internal/testkit => ./internal/testkit
 	github.com/ichido/ichido/pkg => ./pkg
+	github.com/ichido/ichido/pkg/idempotency/otelidem => ./pkg/idempotency/otelidem
 )

@@ -9,8 +9,9 @@ RIE        := $(LOCAL)/bin/aws-lambda-rie
 ADDR       ?= 127.0.0.1:$(or $(PORT),3000)
 
 .PHONY: run
-run: ## Serve the API on http://127.0.0.1:3000 (PORT=, or DATABASE_URL= to use that database)
-	@$(GO) build -o $(LOCAL)/bin/localapi ./cmd/localapi && exec $(LOCAL)/bin/localapi -addr $(ADDR)
+run: ## Serve the API on http://127.0.0.1:3000 (PORT=, or DATABASE_URL= to use that database; TRACES=stdout prints the idempotency spans)
+	@$(GO) build -o $(LOCAL)/bin/localapi ./cmd/localapi && \
+	  $(if $(TRACES),ICHIDO_TRACES='$(TRACES)') exec $(LOCAL)/bin/localapi -addr $(ADDR)
 
 .PHONY: token
 token: ## Print a bearer token for the local API (SUB=<uuid or any subject, e.g. 'auth0|…'>, TTL=12h; EXPIRED=1 for an expired one)

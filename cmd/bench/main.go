@@ -13,7 +13,7 @@
 //
 // Usage:
 //
-//	go run ./cmd/bench [-quick] [-out dir] [-only fingerprint,floor,beyond,hotpath,delay,durability,e2e,coldstart,dynamodb,growth]
+//	go run ./cmd/bench [-quick] [-out dir] [-only fingerprint,floor,beyond,hotpath,delay,durability,e2e,coldstart,dynamodb,tracing,growth]
 //
 // A quick run (short loops, small tables) checks the harness end to end and
 // writes to .local/bench/ unless -out says otherwise, so that its numbers
@@ -25,7 +25,8 @@
 // it at the end. Redis: a private redis-server (package redistest).
 // DynamoDB: a private moto_server (package dynamotest), for requests and
 // capacity, never for latency. The cold start uses aws-lambda-rie (-rie,
-// else $PATH and $GOBIN).
+// else $PATH and $GOBIN). Tracing runs the OpenTelemetry adapter's
+// benchmarks (package otelidem) with the go command.
 package main
 
 import (
@@ -71,7 +72,7 @@ type config struct {
 }
 
 // sections in the order they run. growth runs last: it fills the table.
-var sections = []string{"fingerprint", "floor", "beyond", "hotpath", "delay", "durability", "e2e", "coldstart", "dynamodb", "growth"}
+var sections = []string{"fingerprint", "floor", "beyond", "hotpath", "delay", "durability", "e2e", "coldstart", "dynamodb", "tracing", "growth"}
 
 func main() {
 	if os.Getenv(envAwake) != "" {
@@ -310,6 +311,8 @@ func (b *bench) section(ctx context.Context, name string) error {
 		return b.coldStart(ctx)
 	case "dynamodb":
 		return b.dynamoDB(ctx)
+	case "tracing":
+		return b.tracing(ctx)
 	case "growth":
 		return b.growth(ctx)
 	}

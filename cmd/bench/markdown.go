@@ -174,6 +174,7 @@ func (b *bench) markdown(plots map[string]string) string {
 	}
 
 	w.WriteString(b.dynamoMarkdown())
+	w.WriteString(b.tracingMarkdown())
 
 	if len(r.Notes) > 0 || len(r.Failures) > 0 {
 		p("## Notes\n\n")
@@ -185,7 +186,7 @@ func (b *bench) markdown(plots map[string]string) string {
 		}
 		p("\n")
 	}
-	p("## Running it\n\n`make bench` (this %s run took %s; the full run is sized to stay under 15 minutes on 2 cores) writes this file, `docs/performance/*.png` and `docs/performance/results.json`. `go run ./cmd/bench -quick` checks the harness in a minute or two; `-only fingerprint,floor,hotpath,delay,durability,e2e,coldstart,dynamodb,growth` runs some sections; `-before file` adds a before-and-after section against an earlier run's results.json; `DATABASE_URL` (or `-database-url`) measures another PostgreSQL in a schema of its own instead of a private cluster.\n", r.Mode, (time.Duration(r.Seconds) * time.Second).String())
+	p("## Running it\n\n`make bench` (this %s run took %s; the full run is sized to stay under 15 minutes on 2 cores) writes this file, `docs/performance/*.png` and `docs/performance/results.json`. `go run ./cmd/bench -quick` checks the harness in a minute or two; `-only fingerprint,floor,hotpath,delay,durability,e2e,coldstart,dynamodb,tracing,growth` runs some sections; `-before file` adds a before-and-after section against an earlier run's results.json; `DATABASE_URL` (or `-database-url`) measures another PostgreSQL in a schema of its own instead of a private cluster.\n", r.Mode, (time.Duration(r.Seconds) * time.Second).String())
 	return w.String()
 }
 

@@ -31,6 +31,7 @@ type Results struct {
 	ColdStart   *ColdStartResult   `json:"cold_start,omitempty"`
 	Growth      *GrowthResult      `json:"growth,omitempty"`
 	DynamoDB    *DynamoDBResult    `json:"dynamodb,omitempty"`
+	Tracing     *TracingResult     `json:"tracing,omitempty"`
 
 	Targets  []Target `json:"targets"`
 	Failures []string `json:"failures,omitempty"`

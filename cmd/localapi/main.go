@@ -21,6 +21,12 @@
 // they read (IDEMPOTENCY_STORE, REDIS_URL, IDEMPOTENCY_TABLE, IDEMPOTENCY_TTL,
 // LOG_LEVEL, DB_MAX_CONNS, and the AWS SDK's for DynamoDB) comes from this
 // command's environment.
+//
+// ICHIDO_TRACES=stdout (make run TRACES=stdout) gives the functions an
+// OpenTelemetry tracer provider whose spans print, as indented JSON, on
+// standard error: one span per protected call, named after its method
+// ("idempotency POST"), a replay's with a link to the span of the run whose
+// answer it replays. The deployed functions have no such option.
 package main
 
 import (
@@ -77,6 +83,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
+	observer, stopTraces, err := traces(getenv, stderr)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = stopTraces(context.WithoutCancel(ctx)) }()
 	// Refuse a public address, and take the port, before starting anything.
 	ln, err := localapi.Listen(ctx, *addr)
 	if errors.Is(err, localapi.ErrAddrInUse) {
@@ -104,7 +115,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 	}
 
-	fns, err := taskfn.Build(ctx, functionEnv(getenv, dbURL))
+	fns, err := taskfn.BuildWith(ctx, functionEnv(getenv, dbURL), &taskfn.Options{Observer: observer})
 	if err != nil {
 		return err
 	}

@@ -71,9 +71,10 @@ func (f *Functions) ActivityHandler() (idempotency.SQSBatchHandler, error) {
 		},
 		Payload: idempotency.SQSBody,
 		Settings: idempotency.Settings{
-			TTL:     f.ttl,
-			Logger:  f.logger,
-			Metrics: f.metrics,
+			TTL:      f.ttl,
+			Logger:   f.logger,
+			Metrics:  f.metrics,
+			Observer: f.observer,
 		},
 	})
 }

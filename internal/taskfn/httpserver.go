@@ -31,9 +31,10 @@ func (f *Functions) HTTPHandler(authenticate Authenticator) (http.Handler, error
 		Store:  f.store,
 		UserID: idempotency.ContextUserID(subject),
 		Settings: idempotency.Settings{
-			TTL:     f.ttl,
-			Logger:  f.logger,
-			Metrics: f.metrics,
+			TTL:      f.ttl,
+			Logger:   f.logger,
+			Metrics:  f.metrics,
+			Observer: f.observer,
 		},
 	})
 	if err != nil {

@@ -37,6 +37,7 @@ import (
 	"github.com/ichido/ichido/pkg/dbpool"
 	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
+	"github.com/ichido/ichido/pkg/idempotency/observe"
 	"github.com/ichido/ichido/pkg/idempotency/storeenv"
 )
 
@@ -62,11 +63,22 @@ type Functions struct {
 	handlers map[string]Handler
 	closers  []func()
 	// What the activity function and the net/http server build on.
-	store   idemstore.Store
-	api     *tasks.API
-	ttl     time.Duration
-	metrics io.Writer
-	once    sync.Once
+	store    idemstore.Store
+	api      *tasks.API
+	ttl      time.Duration
+	metrics  io.Writer
+	observer observe.Observer
+	once     sync.Once
+}
+
+// Options are what a program that builds the functions sets beyond the
+// environment. A nil *Options means all defaults, which is what the
+// deployed functions use.
+type Options struct {
+	// Observer gets a span of every protected call, in every shape the
+	// functions serve (idempotency.Settings.Observer): otelidem.New's, for
+	// OpenTelemetry. Defaults to nil: no spans, only the log and EMF lines.
+	Observer observe.Observer
 }
 
 // Build reads the environment through getenv (os.Getenv in a main) once and
@@ -93,17 +105,30 @@ type Functions struct {
 // A setting that is missing, malformed or contradicts another gives an
 // error matching ErrConfig that names every variable at fault.
 func Build(ctx context.Context, getenv func(string) string) (*Functions, error) {
-	return build(ctx, getenv, os.Stdout)
+	return buildWith(ctx, getenv, os.Stdout, nil)
+}
+
+// BuildWith is Build with opts (nil: Build's defaults).
+func BuildWith(ctx context.Context, getenv func(string) string, opts *Options) (*Functions, error) {
+	return buildWith(ctx, getenv, os.Stdout, opts)
 }
 
 func build(ctx context.Context, getenv func(string) string, out io.Writer) (*Functions, error) {
+	return buildWith(ctx, getenv, out, nil)
+}
+
+func buildWith(ctx context.Context, getenv func(string) string, out io.Writer, with *Options) (*Functions, error) {
 	cfg, err := readConfig(getenv)
 	if err != nil {
 		return nil, err
 	}
+	var o Options
+	if with != nil {
+		o = *with
+	}
 	logger := slog.New(slog.NewJSONHandler(out, &slog.HandlerOptions{Level: cfg.logLevel}))
 
-	f := &Functions{logger: logger}
+	f := &Functions{logger: logger, observer: o.Observer}
 	var store idemstore.Store
 	if cfg.store == StoreRedis || cfg.store == StoreDynamoDB {
 		// Before the database, so that a wrong REDIS_URL or table fails
@@ -160,9 +185,10 @@ func build(ctx context.Context, getenv func(string) string, out io.Writer) (*Fun
 		return idempotency.Wrap(h, idempotency.Config{
 			Store: store,
 			Settings: idempotency.Settings{
-				TTL:     cfg.ttl,
-				Logger:  logger,
-				Metrics: out,
+				TTL:      cfg.ttl,
+				Logger:   logger,
+				Metrics:  out,
+				Observer: o.Observer,
 			},
 		})
 	}
