@@ -99,22 +99,22 @@ type heartbeat struct {
 func (e *engine) startHeartbeat(ctx context.Context, run *runState, granted time.Time) (context.Context, *heartbeat) {
 	runCtx, cancel := context.WithCancelCause(ctx)
 	hb := &heartbeat{e: e, run: run, cancel: cancel, quit: make(chan struct{}), done: make(chan struct{})}
-	if hold := e.heartbeat - e.renewMargin(); time.Since(granted) >= hold {
+	hold := e.heartbeat - e.renewMargin() // how long a lease is held for, locally
+	if time.Since(granted) >= hold {
 		// The claim's answer came back after its lease could have run out
 		// (a slow store): the handler starts already told.
 		close(hb.done)
 		hb.tell(hold, nil)
 		return runCtx, hb
 	}
-	go hb.beat(context.WithoutCancel(ctx), granted)
+	go hb.beat(context.WithoutCancel(ctx), granted, hold)
 	return runCtx, hb
 }
 
-func (hb *heartbeat) beat(ctx context.Context, granted time.Time) {
+func (hb *heartbeat) beat(ctx context.Context, granted time.Time, hold time.Duration) {
 	defer close(hb.done)
 	e := hb.e
 	period := e.heartbeat / heartbeatBeats
-	hold := e.heartbeat - e.renewMargin() // how long a lease is held for, locally
 	ticker := time.NewTicker(period)
 	defer ticker.Stop()
 	told := time.NewTimer(time.Until(granted.Add(hold)))

@@ -2,6 +2,7 @@ package idempotency_test
 
 import (
 	"context"
+	"maps"
 	"net/http"
 	"sync"
 	"testing"
@@ -66,7 +67,7 @@ func TestObserverSeesEveryCallAndItsOrigin(t *testing.T) {
 	resp, err := wrap(first)(context.Background(), req)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusCreated, resp.StatusCode)
-	_, err = wrap(later)(context.Background(), req)
+	again, err := wrap(later)(context.Background(), req)
 	require.NoError(t, err)
 
 	require.Equal(t, []observe.Call{{Shape: observe.ShapeHTTP, Method: http.MethodPost, Store: "memstore"}}, first.calls)
@@ -82,5 +83,10 @@ func TestObserverSeesEveryCallAndItsOrigin(t *testing.T) {
 	require.NotNil(t, replay.result.Origin, "the replay learns its origin from the store")
 	require.Equal(t, run.id, replay.result.Origin.SpanID)
 	require.False(t, replay.result.Origin.At.IsZero())
-	require.Empty(t, resp.Headers["Origin"], "nothing of it reaches the client")
+	// Nothing of the origin reaches the client: the replay is the first
+	// answer and its marker, and no more.
+	require.Equal(t, resp.Body, again.Body)
+	want := maps.Clone(resp.Headers)
+	want[idempotency.ReplayedHeader] = "true"
+	require.Equal(t, want, again.Headers)
 }

@@ -123,13 +123,7 @@ func Middleware(p Provider, cfg idempotency.Config) (func(http.Handler) http.Han
 					logger = slog.Default()
 				}
 				logger.LogAttrs(r.Context(), slog.LevelWarn, "webhook", slog.String("provider", p.Name), slog.String("outcome", "unverified"), slog.String("error", err.Error()))
-				refuse(w, problem.Details{
-					Type:   problem.TypeBase + CodeSignatureInvalid,
-					Title:  "Webhook signature invalid",
-					Status: http.StatusUnauthorized,
-					Detail: "The delivery's signature could not be verified.",
-					Code:   CodeSignatureInvalid,
-				})
+				refuse(w, problem.New(http.StatusUnauthorized, CodeSignatureInvalid, "The delivery's signature could not be verified."))
 				return
 			}
 			r.Body = io.NopCloser(bytes.NewReader(body))

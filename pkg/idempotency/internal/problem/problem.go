@@ -46,8 +46,8 @@ func (d Details) JSON() []byte {
 	return b
 }
 
-// titles has the title of every code the engine answers with; package
-// idempotency exports the codes.
+// titles has the title of every code the engine and the webhook receivers
+// answer with; packages idempotency and webhook export the codes.
 var titles = map[string]string{
 	"idempotency_key_missing":         "Idempotency-Key header missing",
 	"idempotency_key_invalid":         "Idempotency-Key header invalid",
@@ -60,4 +60,5 @@ var titles = map[string]string{
 	"idempotency_response_not_kept":   "Response not kept for replay",
 	"idempotency_response_mismatch":   "Response differs from the completed one",
 	CodeValidation:                    "Invalid request",
+	"webhook_signature_invalid":       "Webhook signature invalid",
 }
