@@ -124,19 +124,19 @@ func ExampleConfig_waitForResult() {
 }
 
 // A net/http request has no deadline, so its lease is one Heartbeat (30
-// seconds by default; 60 milliseconds here), renewed every third of it while
+// seconds by default; 300 milliseconds here), renewed every third of it while
 // the handler runs: a crashed server frees its keys within one Heartbeat.
 func ExampleConfig_heartbeat() {
 	store := &countingStore{Store: exampleStore()}
 	slow := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		time.Sleep(200 * time.Millisecond) // longer than the lease
+		time.Sleep(700 * time.Millisecond) // longer than the lease
 		w.WriteHeader(http.StatusNoContent)
 	})
 	mw, err := idempotency.Middleware(idempotency.Config{
 		Store:  store,
 		UserID: idempotency.StaticUserID("5f0c7d2e-0c1a-4c3b-9a57-2f1e6f2b9d01"),
 		Settings: idempotency.Settings{
-			Heartbeat: 60 * time.Millisecond,
+			Heartbeat: 300 * time.Millisecond,
 			Logger:    slog.New(slog.NewJSONHandler(io.Discard, nil)),
 			Metrics:   io.Discard,
 		},
@@ -154,6 +154,6 @@ func ExampleConfig_heartbeat() {
 	fmt.Println("renewed while it ran:", store.renewals.Load() >= 2)
 	// Output:
 	// 204
-	// lease: 60ms
+	// lease: 300ms
 	// renewed while it ran: true
 }
