@@ -93,6 +93,7 @@ func (b *bench) markdown(plots map[string]string) string {
 		img(&w, plots, "floor", "floor vs replay vs first request")
 	}
 	b.hotPathMarkdown(&w)
+	b.directMarkdown(&w)
 	b.beforeAfterMarkdown(&w)
 
 	if d := r.Durability; d != nil {
@@ -186,7 +187,7 @@ func (b *bench) markdown(plots map[string]string) string {
 		}
 		p("\n")
 	}
-	p("## Running it\n\n`make bench` (this %s run took %s; the full run is sized to stay under 15 minutes on 2 cores) writes this file, `docs/performance/*.png` and `docs/performance/results.json`. `go run ./cmd/bench -quick` checks the harness in a minute or two; `-only fingerprint,floor,hotpath,delay,durability,e2e,coldstart,dynamodb,tracing,growth` runs some sections; `-before file` adds a before-and-after section against an earlier run's results.json; `DATABASE_URL` (or `-database-url`) measures another PostgreSQL in a schema of its own instead of a private cluster.\n", r.Mode, (time.Duration(r.Seconds) * time.Second).String())
+	p("## Running it\n\n`make bench` (this %s run took %s; the full run takes about 20 minutes on 2 cores) writes this file, `docs/performance/*.png`, `docs/performance/results.json` and the replay's CPU profile. `go run ./cmd/bench -quick` checks the harness in a minute or two; `-only %s` runs some sections; `-before file` adds a before-and-after section against an earlier run's results.json; `DATABASE_URL` (or `-database-url`) measures another PostgreSQL in a schema of its own instead of a private cluster.\n", r.Mode, (time.Duration(r.Seconds) * time.Second).String(), strings.Join(sections, ","))
 	return w.String()
 }
 

@@ -25,6 +25,7 @@ type Results struct {
 	Floor       *FloorResult       `json:"floor,omitempty"`
 	Beyond      *BeyondResult      `json:"beyond,omitempty"`
 	HotPath     *HotPathResult     `json:"hot_path,omitempty"`
+	Direct      *DirectResult      `json:"direct,omitempty"`
 	Delay       *DelayResult       `json:"delay,omitempty"`
 	Durability  *DurabilityResult  `json:"durability,omitempty"`
 	EndToEnd    *EndToEndResult    `json:"end_to_end,omitempty"`
@@ -165,6 +166,8 @@ func (r *Results) evaluate() {
 	} else {
 		add("1", "8 clients: replay throughput vs `SELECT 1`", "≥ 0.4×", "", nil)
 	}
+
+	r.directTargets(add)
 
 	if d := r.Durability; d != nil && len(d.Levels) > 0 {
 		var parts []string

@@ -52,7 +52,7 @@ func functionDirs(t *testing.T) map[string]string {
 // code must find each of them, so that a scan that finds nothing fails.
 var agreedEnv = []string{
 	"DB_AUTH", "DATABASE_URL", "DB_HOST", "DB_PORT", "DB_NAME", "DB_USER", "AWS_REGION",
-	"DB_MAX_CONNS", "DB_TLS_CA", "DB_CONNECT_TIMEOUT", "IDEMPOTENCY_STORE", "REDIS_URL", "IDEMPOTENCY_TABLE", "IDEMPOTENCY_TTL", "LOG_LEVEL",
+	"DB_MAX_CONNS", "DB_TLS_CA", "DB_CONNECT_TIMEOUT", "DB_QUERY_MODE", "IDEMPOTENCY_STORE", "REDIS_URL", "IDEMPOTENCY_TABLE", "IDEMPOTENCY_TTL", "LOG_LEVEL",
 	"DB_SETUP_MIGRATE_USER", "DB_SETUP_APP_USER",
 }
 
@@ -549,17 +549,20 @@ func TestDatabaseAccessIsConsistent(t *testing.T) {
 		var (
 			host       [2]string // the GetAtt DB_HOST must be
 			ca         string    // the DB_TLS_CA it must be
+			mode       dbpool.QueryMode
 			idOf       [2]string // the GetAtt the rds-db:connect id comes from
 			idSelected bool      // the id is the last field of that attribute
 		)
 		if p["Stage"] == "dev" {
 			require.Empty(t, proxies, "Stage=dev deploys no RDS Proxy")
 			host, ca, idOf = [2]string{clusterID, "Endpoint.Address"}, dbpool.CARDS, [2]string{clusterID, "DBClusterResourceId"}
+			mode = dbpool.QueryModePrepared // a direct connection keeps its statements
 		} else {
 			require.Len(t, proxies, 1)
 			proxyID := proxies[0]
 			checkProxy(t, tpl, proxyID, clusterID)
 			host, ca, idOf, idSelected = [2]string{proxyID, "Endpoint"}, dbpool.CASystem, [2]string{proxyID, "DBProxyArn"}, true
+			mode = dbpool.QueryModeExec // nothing named outlives a statement behind the proxy
 		}
 
 		arnPattern := regexp.MustCompile(`^arn:\$\{AWS::Partition\}:rds-db:\$\{AWS::Region\}:\$\{AWS::AccountId\}:dbuser:\$\{(\w+)\}/\$\{(\w+)\}$`)
@@ -580,6 +583,7 @@ func TestDatabaseAccessIsConsistent(t *testing.T) {
 			require.Equal(t, host, [2]string{r, a}, "%s: DB_HOST", fn.LogicalID)
 			require.Equal(t, "5432", fn.Environment["DB_PORT"], fn.LogicalID)
 			require.Equal(t, ca, fn.Environment["DB_TLS_CA"], "%s: DB_TLS_CA", fn.LogicalID)
+			require.Equal(t, string(mode), fn.Environment["DB_QUERY_MODE"], "%s: DB_QUERY_MODE", fn.LogicalID)
 
 			var connects []any
 			for _, stmt := range policyStatements(t, tpl, fn) {

