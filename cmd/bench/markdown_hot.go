@@ -12,7 +12,7 @@ func (b *bench) hotPathMarkdown(w *strings.Builder) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
 	if h := r.HotPath; h != nil {
 		p("## 1b. What the server spends, and the query mode\n\n")
-		p("The same replay and first request as in section 1, through a pool in each pgx query exec mode. *exec* (unnamed statement, parameter types from the Go types, one round trip) is the deployed default; *simple protocol* interpolates on the client; *cache describe* keeps result descriptions but still parses and plans each call; all three keep no server-side state and work through a transaction-pooling proxy (pgbouncer 1.18 here, RDS Proxy). *cache statement* prepares named statements: it is shown for direct connections only. Server time is `pg_stat_statements` (planning + execution, top-level statements, whose execution time includes the functions they call) over consecutive operations, divided by their number; it is wall-clock time inside the server, so a busy machine inflates it. The last column sums each statement's fastest call instead: what a call costs when nothing else competes for the CPU.\n\n")
+		p("The same replay and first request as in section 1, through a pool in each pgx query exec mode. *exec* (unnamed statement, parameter types from the Go types, one round trip) is the deployed default; *simple protocol* interpolates on the client; *cache describe* keeps result descriptions but still parses and plans each call; all three keep no server-side state and work through a transaction-pooling proxy (pgbouncer 1.18 here, RDS Proxy). *cache statement* prepares named statements: it is shown for direct connections only, where pgstore's claim is a prepared plain read instead of the function call (section 1f). Server time is `pg_stat_statements` (planning + execution, top-level statements, whose execution time includes the functions they call) over consecutive operations, divided by their number; it is wall-clock time inside the server, so a busy machine inflates it. The last column sums each statement's fastest call instead: what a call costs when nothing else competes for the CPU.\n\n")
 		p("| mode | proxy-safe | SELECT 1 p50 (ms) | replay p50 (ms) | first p50 (ms) | replay vs SELECT 1 | first vs SELECT 1 | server µs per replay (plan + exec) | server µs per first request (plan + exec) | fastest calls: replay / first (µs) |\n|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, m := range h.Modes {
 			fl, rep, first := side(m.Sides, "floor (SELECT 1)"), side(m.Sides, "replay"), side(m.Sides, "first request")
@@ -264,14 +264,14 @@ func (b *bench) missedMarkdown(w *strings.Builder) {
 				p("A function with the same seven arguments that does nothing costs %.1f µs (%.1f + %.1f; fastest %.1f): that much of the budget is gone before the function reads a row. ", exec.NoopShape.TotalUs, exec.NoopShape.PlanUs, exec.NoopShape.ExecUs, exec.NoopShape.MinUs)
 			}
 			if prepared != nil && prepared.Replay != nil && prepared.First != nil {
-				p("Named prepared statements, which no proxy here can carry, remove the planning only: %.1f / %.1f µs (fastest %.1f / %.1f). ", prepared.Replay.TotalUs, prepared.First.TotalUs, prepared.Replay.MinUs, prepared.First.MinUs)
+				p("On a direct connection, where named prepared statements are kept (no proxy here can carry them), the claim is a prepared plain read that calls the function only on a miss: %.1f / %.1f µs (fastest %.1f / %.1f; section 1f). ", prepared.Replay.TotalUs, prepared.First.TotalUs, prepared.Replay.MinUs, prepared.First.MinUs)
 			}
 			p("What is left is one primary-key read through a plan cached in the function (replay), or that read, an `INSERT … ON CONFLICT` and an `UPDATE` of a row in two indexes, and two commits (first request), plus the `SET enable_seqscan = off` guard of ADR 0025. ")
 			if exec != nil && exec.Unguarded != nil && exec.Replay != nil {
 				p("Without the guard the same replay costs %.1f µs (fastest %.1f, against %.1f with it): the guard is what keeps a cached plan from turning into a sequential scan (section 1b). ", exec.Unguarded.TotalUs, exec.Unguarded.MinUs, exec.Replay.MinUs)
 			}
 			if exec != nil && exec.PlainRead != nil {
-				p("The same primary-key read sent as a plain statement, planned on every call as a proxy-safe mode must, costs %.1f µs (%.1f planning + %.1f execution; fastest %.1f): planning alone is more than the target, which is why the claim is a function. ", exec.PlainRead.TotalUs, exec.PlainRead.PlanUs, exec.PlainRead.ExecUs, exec.PlainRead.MinUs)
+				p("The same primary-key read sent as a plain statement, planned on every call as a proxy-safe mode must, costs %.1f µs (%.1f planning + %.1f execution; fastest %.1f): planning alone is more than the target, which is why the claim behind a proxy is a function. ", exec.PlainRead.TotalUs, exec.PlainRead.PlanUs, exec.PlainRead.ExecUs, exec.PlainRead.MinUs)
 			}
 			p("Times inside the server are wall-clock, so a busy machine inflates them; the fastest calls are the better estimate of the floor.\n")
 		case strings.HasPrefix(t.What, "Redis: replay") || strings.HasPrefix(t.What, "Redis: first"):
