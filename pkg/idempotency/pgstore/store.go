@@ -115,7 +115,9 @@ var _ idemstore.Store = (*Store)(nil)
 
 // New returns a Store that keeps its records through pool. The pool's
 // configuration (query exec mode, connection limits, authentication) is
-// left as it is.
+// left as it is; its query exec mode chooses the store's path (see the
+// package documentation): QueryExecModeCacheStatement, pgx's default, is
+// for a direct connection only, and behind a pooler every call fails.
 func New(pool *pgxpool.Pool, opts *Options) *Store {
 	qualify := func(name string) string { return pgx.Identifier{name}.Sanitize() }
 	if opts != nil && opts.Schema != "" {
