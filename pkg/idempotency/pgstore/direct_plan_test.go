@@ -125,3 +125,33 @@ func planBuffers(t *testing.T, conn *pgxpool.Pool, sql string, args ...any) int 
 	require.NoError(t, json.Unmarshal(js, &plan))
 	return plan[0].Plan.Hit + plan[0].Plan.Read
 }
+
+// TestPreparedClaimPlannedPerSchema has two stores of two schemas share a
+// connection: each store's claim, a statement of its own, gets its generic
+// plan made on the connection's first use by that store, before any
+// custom plan.
+func TestPreparedClaimPlannedPerSchema(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	one, two := newDB(t), newDB(t)
+	conn := newPool(t, one.URL, func(c *pgxpool.Config) {
+		c.MaxConns = 1
+		c.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheStatement
+	})
+	now := time.Now()
+	for _, schema := range []string{one.Schema, two.Schema} {
+		st := pgstore.New(conn, &pgstore.Options{Schema: schema})
+		ref := idemstore.Ref{UserID: uuid.NewString(), Key: uuid.NewString(), Owner: "o"}
+		res, err := st.Claim(ctx, idemstore.Claim{Ref: ref, Fingerprint: "h", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)})
+		require.NoError(t, err)
+		require.True(t, res.Claimed)
+		var generic, custom int
+		require.NoError(t, conn.QueryRow(ctx, `SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = $1`,
+			pgx.QueryExecModeSimpleProtocol, st.ClaimDirectSQL()).Scan(&generic, &custom))
+		require.Equal(t, 1, generic, "%s: the claim's generic plan was made on the connection's first use", schema)
+		require.Equal(t, 1, custom, "%s: the claim itself was planned for the table as it is", schema)
+		_, found, err := st.Get(ctx, ref.UserID, ref.Key)
+		require.NoError(t, err)
+		require.True(t, found, "%s: the claim was kept in its own schema", schema)
+	}
+}

@@ -36,7 +36,7 @@
 //     the server keeps each call's plan, and a replay costs about two fifths
 //     less server and client time (docs/performance.md). The store then
 //     checks, on each connection's first use, that the connection is a
-//     session of its own on the server (see proveDirect). Through a pooler
+//     session of its own on the server (see directPool.setUp). Through a pooler
 //     that check fails, and every call fails with a permanent error before
 //     anything is written, rather than a claim that succeeds by chance and
 //     a completion that fails after the handler ran.
@@ -180,8 +180,13 @@ func (r errRow) Scan(...any) error { return r.err }
 // statements on connections that go through a connection pooler.
 var errBehindPooler = errors.New("the pool prepares statements (pgx's QueryExecModeCacheStatement, its default, or dbpool.QueryModePrepared), which only a direct connection to PostgreSQL keeps, but its connections go through a connection pooler (RDS Proxy, PgBouncer): use QueryExecModeExec (dbpool.QueryModeExec, dbpool's default) behind a pooler")
 
-// directKey is where a connection keeps setUp's verdict.
-const directKey = "github.com/ichido/ichido/pkg/idempotency/pgstore.direct"
+// directKey is where a connection keeps setUp's verdict on it, and
+// plannedKey, followed by a claim statement, that the statement's plan
+// was made (a claim statement per schema).
+const (
+	directKey  = "github.com/ichido/ichido/pkg/idempotency/pgstore.direct"
+	plannedKey = "github.com/ichido/ichido/pkg/idempotency/pgstore.planned "
+)
 
 // setUp readies conn, on its first use by a Store, and keeps the verdict
 // with it, either way: a connection through a pooler fails every time,
@@ -208,19 +213,22 @@ const directKey = "github.com/ichido/ichido/pkg/idempotency/pgstore.direct"
 func (d directPool) setUp(ctx context.Context, conn *pgx.Conn) error {
 	data := conn.PgConn().CustomData()
 	direct, known := data[directKey].(bool)
-	if known {
+	if known && !direct {
+		return errBehindPooler
+	}
+	if known && data[plannedKey+d.claim] != nil {
+		return nil
+	}
+	if !known {
+		var pid uint32
+		if err := conn.QueryRow(ctx, `SELECT pg_backend_pid()`, pgx.QueryExecModeSimpleProtocol).Scan(&pid); err != nil {
+			return err
+		}
+		direct = pid == conn.PgConn().PID()
+		data[directKey] = direct
 		if !direct {
 			return errBehindPooler
 		}
-		return nil
-	}
-	var pid uint32
-	if err := conn.QueryRow(ctx, `SELECT pg_backend_pid()`, pgx.QueryExecModeSimpleProtocol).Scan(&pid); err != nil {
-		return err
-	}
-	if pid != conn.PgConn().PID() {
-		data[directKey] = false
-		return errBehindPooler
 	}
 	b := &pgx.Batch{}
 	b.Queue(`BEGIN`)
@@ -231,13 +239,14 @@ func (d directPool) setUp(ctx context.Context, conn *pgx.Conn) error {
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("preparing the claim: %w", err)
 	}
-	data[directKey] = true
+	data[plannedKey+d.claim] = true
 	return nil
 }
 
 // planUser and planKey name the record that setUp claims in a transaction
-// it rolls back: in an id space of its own (a v8 UUID that no subject
-// derives, idemstore.IsID refuses none), so never a user's.
+// it rolls back, so that nothing of it is ever kept: ids that no user is
+// given (a derived id is a hash, never this one) and no client sends (not
+// a version 4 UUID).
 const (
 	planUser = "00000000-0000-8000-8000-000000000000"
 	planKey  = "00000000-0000-8000-8000-000000000000"
