@@ -9,6 +9,7 @@ import (
 	"log"
 	"net/url"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -17,11 +18,13 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
 
+	"github.com/ichido/ichido/internal/testkit/peers"
 	"github.com/ichido/ichido/internal/testkit/pgtest"
 	"github.com/ichido/ichido/pkg/dbpool"
 	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
+	"github.com/ichido/ichido/pkg/idempotency/redisstore"
 )
 
 // DirectResult is section 1f: the PostgreSQL replay and first request on a
@@ -47,6 +50,10 @@ type DirectResult struct {
 	// Profile is where the CPU of the eight-client replay in the prepared
 	// mode goes.
 	Profile *ReplayProfile `json:"profile,omitempty"`
+	// Redis and RedisAwake are the Redis 7.0 store's replay and first
+	// request beside idemlease's commands for them, one client.
+	Redis      []Side `json:"redis,omitempty"`
+	RedisAwake []Side `json:"redis_awake,omitempty"`
 }
 
 // The sides of section 1f.
@@ -60,6 +67,17 @@ const (
 	sideGopotFirst     = "gopotency's first-request statements"
 	sideLeaseReplay    = "idemlease's replay statements"
 	sideLeaseFirst     = "idemlease's first-request statements"
+
+	// The store's calls alone, without the decorator: what the peers'
+	// statements and commands compare with.
+	sideStoreReplay = "ichido store: claim of a completed key"
+	sideStoreFirst  = "ichido store: claim and completion"
+
+	sidePing             = "floor (PING)"
+	sideRedisReplay      = "ichido replay"
+	sideRedisFirst       = "ichido first request"
+	sideLeaseRedisReplay = "idemlease's replay commands"
+	sideLeaseRedisFirst  = "idemlease's first-request commands"
 )
 
 // peerStatements are the statements two peer libraries send to PostgreSQL,
@@ -165,22 +183,15 @@ func (p *peerStatements) gopotencyFirst(ctx context.Context, key string) error {
 		return fmt.Errorf("a new key was found: %v", err)
 	}
 	now := time.Now()
-	res, err := p.db.ExecContext(ctx, `
-		INSERT INTO `+p.gopot+`_locks (key, expires_at) 
-		VALUES ($1, $2) 
-		ON CONFLICT (key) DO UPDATE 
-		SET expires_at = $2 
-		WHERE `+p.gopot+`_locks.expires_at < $3`, key, now.Add(30*time.Second), now)
+	res, err := p.db.ExecContext(ctx, "INSERT INTO "+p.gopot+"_locks (key, expires_at) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET expires_at = $2 WHERE "+
+		p.gopot+"_locks.expires_at < $3", key, now.Add(30*time.Second), now)
 	if err != nil {
 		return err
 	}
 	if n, _ := res.RowsAffected(); n != 1 {
 		return errors.New("the lock was not taken")
 	}
-	set := `
-		INSERT INTO ` + p.gopot + ` (key, data, expires_at) 
-		VALUES ($1, $2, $3) 
-		ON CONFLICT (key) DO UPDATE SET data = $2, expires_at = $3`
+	set := "INSERT INTO " + p.gopot + " (key, data, expires_at) VALUES ($1, $2, $3) ON CONFLICT (key) DO UPDATE SET data = $2, expires_at = $3"
 	rec, err := gopotencyRecord(key)
 	if err != nil {
 		return err
@@ -213,22 +224,27 @@ func (p *peerStatements) idemleaseReplay(ctx context.Context) error {
 		leaseMs  int64
 		recordMs sql.NullInt64
 	)
-	return p.db.QueryRowContext(ctx, `
-SELECT state, token, fingerprint, payload, (extract(epoch from (lease_expires_at - now())) * 1000)::bigint, CASE WHEN record_expires_at IS NULL THEN NULL ELSE (extract(epoch from (record_expires_at - now())) * 1000)::bigint END
-FROM `+p.lease+` WHERE key = $1 AND ((state = 1 AND lease_expires_at > now()) OR (state = 2 AND record_expires_at > now()))`, p.lsKey).Scan(&state, &token, &fp, &pay, &leaseMs, &recordMs)
+	return p.db.QueryRowContext(ctx, "SELECT state, token, fingerprint, payload, "+leaseLeftMs+", "+recordLeftMs+" FROM "+p.lease+
+		" WHERE key = $1 AND ((state = 1 AND lease_expires_at > now()) OR (state = 2 AND record_expires_at > now()))", p.lsKey).Scan(&state, &token, &fp, &pay, &leaseMs, &recordMs)
 }
 
+// The milliseconds left of a reservation's lease and of a completed
+// record, which idemlease's statements return.
+const (
+	leaseLeftMs  = "(extract(epoch from (lease_expires_at - now())) * 1000)::bigint"
+	recordLeftMs = "CASE WHEN record_expires_at IS NULL THEN NULL ELSE (extract(epoch from (record_expires_at - now())) * 1000)::bigint END"
+)
+
+// idemleaseReserve inserts a reservation (state 1) unless a live record
+// is there; a record whose lease or life is over is taken over.
 func (p *peerStatements) idemleaseReserve() string {
 	t := p.lease
-	return `
-INSERT INTO ` + t + ` (key, state, token, fingerprint, lease_expires_at, record_expires_at, payload, created_at)
-VALUES ($1, 1, $2, $3, now() + interval '1 millisecond' * $4::double precision, NULL, NULL, now())
-ON CONFLICT (key) DO UPDATE
-  SET state = 1, token = EXCLUDED.token, fingerprint = EXCLUDED.fingerprint,
-      lease_expires_at = EXCLUDED.lease_expires_at, record_expires_at = NULL,
-      payload = NULL, created_at = now()
-  WHERE ((` + t + `.state = 1 AND ` + t + `.lease_expires_at <= now()) OR (` + t + `.state = 2 AND ` + t + `.record_expires_at <= now()))
-RETURNING (extract(epoch from (lease_expires_at - now())) * 1000)::bigint`
+	over := "((" + t + ".state = 1 AND " + t + ".lease_expires_at <= now()) OR (" + t + ".state = 2 AND " + t + ".record_expires_at <= now()))"
+	return "INSERT INTO " + t + " (key, state, token, fingerprint, lease_expires_at, record_expires_at, payload, created_at)" +
+		" VALUES ($1, 1, $2, $3, now() + interval '1 millisecond' * $4::double precision, NULL, NULL, now())" +
+		" ON CONFLICT (key) DO UPDATE SET state = 1, token = EXCLUDED.token, fingerprint = EXCLUDED.fingerprint," +
+		" lease_expires_at = EXCLUDED.lease_expires_at, record_expires_at = NULL, payload = NULL, created_at = now()" +
+		" WHERE " + over + " RETURNING " + leaseLeftMs
 }
 
 // idemleaseFirst is idemlease's Reserve of a new key and its Complete.
@@ -238,9 +254,8 @@ func (p *peerStatements) idemleaseFirst(ctx context.Context, key []byte) error {
 	if err := p.db.QueryRowContext(ctx, p.idemleaseReserve(), key, token, []byte(requestHash), int64(30000)).Scan(&lease); err != nil {
 		return err
 	}
-	res, err := p.db.ExecContext(ctx, `
-UPDATE `+p.lease+` SET state = 2, payload = $3, record_expires_at = now() + interval '1 millisecond' * $4::double precision
-WHERE key = $1 AND token = $2 AND state = 1 AND lease_expires_at > now()`, key, token, []byte(storedResponse.Body), float64(24*time.Hour/time.Millisecond))
+	res, err := p.db.ExecContext(ctx, "UPDATE "+p.lease+" SET state = 2, payload = $3, record_expires_at = now() + interval '1 millisecond' * $4::double precision"+
+		" WHERE key = $1 AND token = $2 AND state = 1 AND lease_expires_at > now()", key, token, []byte(storedResponse.Body), float64(24*time.Hour/time.Millisecond))
 	if err != nil {
 		return err
 	}
@@ -317,12 +332,17 @@ func (b *bench) direct(ctx context.Context) error {
 				return prepPool.QueryRow(ctx, "SELECT 1").Scan(&n)
 			})
 		}}
-		replays := []sideSpec{floor, named(execSides[0], sideReplayExec), named(prepSides[0], sideReplayPrepared)}
+		prepStore := pgstore.New(prepPool, nil)
+		storeReplay, err := primed(ctx, claimAloneSide(prepStore))
+		if err != nil {
+			return err
+		}
+		replays := []sideSpec{floor, named(execSides[0], sideReplayExec), named(prepSides[0], sideReplayPrepared), named(storeReplay, sideStoreReplay)}
 		replays = append(replays, peers.sides()...)
 		p := plan{reps: cfg.reps, clients: clients, dur: cfg.floorDur, maxOps: cfg.maxOps, warm: cfg.warm}
 		specs, idle, awake := replays, &res.Eight, &res.EightAwake
 		if clients == 1 {
-			firsts := append([]sideSpec{named(execSides[1], sideFirstExec), named(prepSides[1], sideFirstPrepared)}, peers.firstSides()...)
+			firsts := append([]sideSpec{named(execSides[1], sideFirstExec), named(prepSides[1], sideFirstPrepared), {sideStoreFirst, claimComplete(prepStore)}}, peers.firstSides()...)
 			specs, idle, awake = append(replays, firsts...), &res.One, &res.OneAwake
 		}
 		if *idle, err = compare(ctx, p, specs); err != nil {
@@ -346,7 +366,7 @@ func (b *bench) direct(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			if err := b.directServerTimes(ctx, append(replays[1:], statements...), res); err != nil {
+			if err := b.directServerTimes(ctx, append(slices.Clone(replays[1:]), statements...), res); err != nil {
 				return err
 			}
 			continue
@@ -356,6 +376,9 @@ func (b *bench) direct(ctx context.Context) error {
 			b.res.Notes = append(b.res.Notes, "the replay's profile was not taken: "+err.Error())
 		}
 	}
+	if err := b.directRedis(ctx, res); err != nil {
+		return fmt.Errorf("redis: %w", err)
+	}
 	if err := b.directBouncer(ctx, res); err != nil {
 		res.BouncerError = err.Error()
 		log.Printf("pgbouncer: %v", err)
@@ -364,6 +387,15 @@ func (b *bench) direct(ctx context.Context) error {
 }
 
 func named(s sideSpec, name string) sideSpec { return sideSpec{name, s.op} }
+
+// primed runs s once, alone: claimAloneSide completes its key on its
+// first call, which must come before clients run it side by side.
+func primed(ctx context.Context, s sideSpec) (sideSpec, error) {
+	if _, err := s.op(ctx, 0); err != nil {
+		return s, fmt.Errorf("%s: %w", s.name, err)
+	}
+	return s, nil
+}
 
 // directServerTimes measures what the server spends per replay on each
 // side, one side at a time.
@@ -453,7 +485,11 @@ func (b *bench) directBouncer(ctx context.Context, res *DirectResult) error {
 				return pool.QueryRow(ctx, "SELECT 1").Scan(&n)
 			})
 		}}
-		specs := append([]sideSpec{floor, named(sides[0], sideReplayExec)}, peers.sides()...)
+		storeReplay, err := primed(ctx, claimAloneSide(pgstore.New(pool, &pgstore.Options{Schema: schema})))
+		if err != nil {
+			return err
+		}
+		specs := append([]sideSpec{floor, named(sides[0], sideReplayExec), named(storeReplay, sideStoreReplay)}, peers.sides()...)
 		p := plan{reps: b.cfg.reps, clients: clients, dur: b.cfg.floorDur, maxOps: b.cfg.maxOps, warm: b.cfg.warm}
 		got, err := compare(ctx, p, specs)
 		if err != nil {
@@ -518,4 +554,79 @@ func claimStatementSides(ctx context.Context, pool *pgxpool.Pool) ([]sideSpec, e
 		})
 	}
 	return []sideSpec{{sideClaimFunction, function}, named(alone, sideClaimRead)}, nil
+}
+
+// directRedis compares the Redis store (on Redis 7.0, whose completion is
+// a script) with the commands idemlease sends for the same paths (package
+// peers: its two scripts on a hash per record), at one client, in both
+// machine states.
+func (b *bench) directRedis(ctx context.Context, res *DirectResult) error {
+	if b.redis == nil {
+		return nil
+	}
+	rstore := redisstore.New(b.redis, nil)
+	dec, err := b.decoratorSides(ctx, rstore)
+	if err != nil {
+		return err
+	}
+	storeReplay, err := primed(ctx, claimAloneSide(rstore))
+	if err != nil {
+		return err
+	}
+	lease := peers.RedisLease{C: b.redis}
+	payload := peers.Payload(storedResponse.StatusCode, storedResponse.Headers, storedResponse.Body)
+	fingerprint := []byte(requestHash[:32])
+	token := func() string { return strings.ReplaceAll(uuid.NewString(), "-", "") }
+	scope := "idemlease:" + uuid.NewString() + ":"
+	done := scope + uuid.NewString()
+	first := func(ctx context.Context, key string) error {
+		t := token()
+		if ok, err := lease.Reserve(ctx, key, t, fingerprint, 30*time.Second); err != nil || !ok {
+			return fmt.Errorf("reserving a new key: %v %v", ok, err)
+		}
+		return lease.Complete(ctx, key, t, payload, 24*time.Hour)
+	}
+	if err := first(ctx, done); err != nil {
+		return err
+	}
+	specs := []sideSpec{
+		{sidePing, func(ctx context.Context, _ int) (time.Duration, error) {
+			return timed(func() error { return b.redis.Ping(ctx).Err() })
+		}},
+		named(dec[0], sideRedisReplay),
+		named(storeReplay, sideStoreReplay),
+		{sideLeaseRedisReplay, func(ctx context.Context, _ int) (time.Duration, error) {
+			return timed(func() error {
+				ok, err := lease.Reserve(ctx, done, token(), fingerprint, 30*time.Second)
+				if err == nil && ok {
+					err = errors.New("a completed key was reserved again")
+				}
+				return err
+			})
+		}},
+		named(dec[1], sideRedisFirst),
+		{sideStoreFirst, claimComplete(rstore)},
+		{sideLeaseRedisFirst, func(ctx context.Context, _ int) (time.Duration, error) {
+			key := scope + uuid.NewString()
+			return timed(func() error { return first(ctx, key) })
+		}},
+	}
+	p := plan{reps: b.cfg.reps, clients: 1, dur: b.cfg.floorDur, maxOps: b.cfg.maxOps, warm: b.cfg.warm}
+	if res.Redis, err = compare(ctx, p, specs); err != nil {
+		return err
+	}
+	logSides("redis 7.0 with idemlease's commands", res.Redis)
+	stop, err := keepAwake(ctx)
+	if err != nil {
+		return err
+	}
+	res.RedisAwake, err = compare(ctx, p, specs)
+	if stopErr := stop(); err == nil {
+		err = stopErr
+	}
+	if err != nil {
+		return err
+	}
+	logSides("redis 7.0 with idemlease's commands, cores kept awake", res.RedisAwake)
+	return nil
 }

@@ -14,7 +14,7 @@ func (b *bench) directMarkdown(w *strings.Builder) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
 	p("## 1f. A direct connection, and the peers' statements\n\n")
 	p("On a direct connection (no pooler between client and server) pgstore keeps named prepared statements when the pool does (pgx's `QueryExecModeCacheStatement`; `dbpool.QueryModePrepared`, `DB_QUERY_MODE=prepared`). Its claim is then a plain statement, the replay's primary-key read, that calls the claim function only when it finds no record that counts as present; the server keeps its plan, made once per connection with sequential scans off (docs/connection.md). *exec mode* is the proxy-safe path of the deployed default, unchanged. The decorator's replay and first request are measured as in section 1.\n\n")
-	p("**The peers.** gopotency v1.0.0 and idemlease v1.1.0 are Go modules that the Go module proxy does not serve here, so the libraries themselves cannot run in this harness. In their place run the statements each sends to PostgreSQL on the same path, as their sources write them, on tables of the schemas their documentation gives, through `database/sql` and pgx's driver for it (its default mode prepares statements; through pgbouncer, its exec mode). gopotency's replay is one `SELECT` by the key, its first request six statements (read, lock, pending record, read, completed record, unlock); idemlease's replay is an `INSERT … ON CONFLICT` that meets the record and a `SELECT` of it, its first request a reserving `INSERT` and a completing `UPDATE`. What the libraries do around their statements in Go (decoding a JSON record, hashing the request, their middleware) is not run, so each peer side is a **lower bound of that library's time**: a target met against it is met against the library; a target missed against it is not decided.\n\n")
+	p("**The peers.** gopotency v1.0.0 and idemlease v1.1.0 are Go modules that the Go module proxy does not serve here, so the libraries themselves cannot run in this harness. In their place run the statements each sends to PostgreSQL on the same path, as their sources write them, on tables of the schemas their documentation gives, through `database/sql` and pgx's driver for it (its default mode prepares statements; through pgbouncer, its exec mode). gopotency's replay is one `SELECT` by the key, its first request six statements (read, lock, pending record, read, completed record, unlock); idemlease's replay is an `INSERT … ON CONFLICT` that meets the record and a `SELECT` of it, its first request a reserving `INSERT` and a completing `UPDATE`. What the libraries do around their statements in Go (decoding a JSON record, hashing the request, their middleware) is not run, so each peer side is a **lower bound of that library's time**: a target met against it is met against the library; a target missed against it is not decided. They are compared with ichido's store calls alone (*ichido store: …*, the claim of a completed key; the claim and completion of a new one), likewise without the decorator's work around them; the decorator's replay and first request are shown beside them.\n\n")
 	p("Ratios are taken per repetition (the sides of one repetition run interleaved), and each cell gives their median and range.\n\n")
 
 	states := []struct {
@@ -27,8 +27,8 @@ func (b *bench) directMarkdown(w *strings.Builder) {
 		}
 		p("**One client, %s**\n\n%s\n", st.label, sideTable(st.one, 0, false))
 		p("%s\n", pairedTable(st.one, runP50, "p50", [][2]string{
-			{sideReplayPrepared, sideGopotReplay}, {sideReplayPrepared, sideLeaseReplay}, {sideReplayPrepared, sideReplayExec},
-			{sideFirstPrepared, sideGopotFirst}, {sideFirstPrepared, sideLeaseFirst}, {sideFirstPrepared, sideFirstExec},
+			{sideStoreReplay, sideGopotReplay}, {sideStoreReplay, sideLeaseReplay}, {sideReplayPrepared, sideReplayExec},
+			{sideStoreFirst, sideGopotFirst}, {sideStoreFirst, sideLeaseFirst}, {sideFirstPrepared, sideFirstExec},
 		}))
 	}
 	if len(d.Server) > 0 {
@@ -55,18 +55,34 @@ func (b *bench) directMarkdown(w *strings.Builder) {
 		}
 		p("**Eight clients, %s**: one pool of 8 connections per side (database/sql for the peers).\n\n%s\n", st.label, sideTable(st.eight, 0, true))
 		p("%s\n", pairedTable(st.eight, runThroughput, "requests/s", [][2]string{
-			{sideReplayPrepared, sideGopotReplay}, {sideReplayPrepared, sideLeaseReplay}, {sideReplayPrepared, sideReplayExec},
+			{sideStoreReplay, sideGopotReplay}, {sideStoreReplay, sideLeaseReplay}, {sideReplayPrepared, sideReplayExec},
 		}))
 	}
 	if len(d.Bouncer) > 0 {
 		p("**Through pgbouncer** (%s, transaction pooling), where only the proxy-safe modes work: ichido in exec mode, the peers' statements in pgx's exec mode. One client:\n\n%s\n", d.BouncerVersion, sideTable(d.Bouncer, 0, false))
-		p("%s\n", pairedTable(d.Bouncer, runP50, "p50", [][2]string{{sideReplayExec, sideGopotReplay}, {sideReplayExec, sideLeaseReplay}}))
+		p("%s\n", pairedTable(d.Bouncer, runP50, "p50", [][2]string{{sideStoreReplay, sideGopotReplay}, {sideStoreReplay, sideLeaseReplay}}))
 		if len(d.Bouncer8) > 0 {
 			p("Eight clients:\n\n%s\n", sideTable(d.Bouncer8, 0, true))
-			p("%s\n", pairedTable(d.Bouncer8, runThroughput, "requests/s", [][2]string{{sideReplayExec, sideGopotReplay}, {sideReplayExec, sideLeaseReplay}}))
+			p("%s\n", pairedTable(d.Bouncer8, runThroughput, "requests/s", [][2]string{{sideStoreReplay, sideGopotReplay}, {sideStoreReplay, sideLeaseReplay}}))
 		}
 	} else if d.BouncerError != "" {
 		p("pgbouncer was not measured: %s\n\n", d.BouncerError)
+	}
+	for _, st := range []struct {
+		label string
+		sides []Side
+	}{{"as the machine is", d.Redis}, {"with the cores kept awake", d.RedisAwake}} {
+		if len(st.sides) == 0 {
+			continue
+		}
+		if st.label == "as the machine is" {
+			p("**Redis 7.0**, where the store completes a record with its script (ADR 0101), beside the commands idemlease's Redis store sends for the same paths (`internal/testkit/peers`: a reservation script that answers a live record's fields or writes a hash of four fields, a completion script that checks the token and state and writes three fields; both by EVALSHA), one client. A first request is two round trips on each side, a replay one.\n\n")
+		}
+		p("Redis 7.0, one client, %s:\n\n%s\n", st.label, sideTable(st.sides, 0, false))
+		p("%s\n", pairedTable(st.sides, runP50, "p50", [][2]string{{sideStoreFirst, sideLeaseRedisFirst}, {sideStoreReplay, sideLeaseRedisReplay}}))
+	}
+	if len(d.Redis) > 0 {
+		p("Where the first requests differ (`go test -run '^$' -bench PeerShape ./pkg/idempotency/redisstore`, which also counts bytes, round trips and each side's CPU): the claim's `SET … NX GET` costs the server about 12 µs less than the peer's reservation script, and the client about 3–6 µs more, because a free key answers nil, which go-redis turns into an error and runs its retry and connection checks on; nil is the claim's success, so the store cannot avoid it, and a pipeline or a script that never answers nil costs more than it saves. The two completions are within about 2 µs of each other: the store's script reads only the status and the owner of the record it checks (it decoded the two times too, which cost 1–4 µs of server time).\n\n")
 	}
 	if pr := d.Profile; pr != nil {
 		p("**Where a replay's time goes** (%s, %d clients, %d replays in %.1f s, CPU profile on; the profile is `docs/performance/replay-profile.pb.gz`, for `go tool pprof`). On 2 CPUs shared by client and server, eight clients are CPU-bound, and requests/s is the inverse of the CPU a replay costs on both sides together: ", pr.Side, pr.Clients, pr.Ops, pr.Seconds)

@@ -2,7 +2,6 @@ package redisstore_test
 
 import (
 	"context"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -129,12 +128,16 @@ func BenchmarkClaimNew(b *testing.B) {
 	onEachServerB(b, func(b *testing.B, c *redis.Client) {
 		st := redisstore.New(c, nil)
 		ctx := context.Background()
-		user, prefix := uuid.NewString(), uuid.NewString()
+		user := uuid.NewString()
+		keys := make([]string, b.N) // the store takes UUIDs only
+		for i := range keys {
+			keys[i] = uuid.NewString()
+		}
 		now := time.Now()
 		report := serverTime(b, c)
 		b.ResetTimer()
 		for i := range b.N {
-			res, err := st.Claim(ctx, benchClaim(idemstore.Ref{UserID: user, Key: prefix + strconv.Itoa(i), Owner: "o"}, now))
+			res, err := st.Claim(ctx, benchClaim(idemstore.Ref{UserID: user, Key: keys[i], Owner: "o"}, now))
 			if err != nil || !res.Claimed {
 				b.Fatal(res, err)
 			}
@@ -150,11 +153,11 @@ func BenchmarkComplete(b *testing.B) {
 	onEachServerB(b, func(b *testing.B, c *redis.Client) {
 		st := redisstore.New(c, nil)
 		ctx := context.Background()
-		user, prefix := uuid.NewString(), uuid.NewString()
+		user := uuid.NewString()
 		now := time.Now()
 		refs := make([]idemstore.Ref, b.N)
 		for i := range refs {
-			refs[i] = idemstore.Ref{UserID: user, Key: prefix + strconv.Itoa(i), Owner: "o"}
+			refs[i] = idemstore.Ref{UserID: user, Key: uuid.NewString(), Owner: "o"}
 			if _, err := st.Claim(ctx, benchClaim(refs[i], now)); err != nil {
 				b.Fatal(err)
 			}

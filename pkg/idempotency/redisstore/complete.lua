@@ -17,7 +17,7 @@ end
 if not cur then
   return 0
 end
-local status, _, _, owner, last = parse(cur)
+local status, owner, last = head(cur)
 if not status then
   return not_record(KEYS[1], cur)
 end

@@ -19,7 +19,7 @@ import (
 // record this store wrote for the run: a value that carries the run's
 // owner token and the in-progress status, so the write is fenced as the
 // complete script fences it, at the cost of a plain SET instead of a
-// script's (3–4 µs of server time against 15–19 in BenchmarkComplete). The store remembers
+// script's (3–4 µs of server time against 9–15 in BenchmarkComplete). The store remembers
 // the bytes of each run's record from its claim (and follows its renewals)
 // in pending; a run it does not remember, a record whose bytes differ (its
 // lease moved by a renewal this store did not see) and a server without

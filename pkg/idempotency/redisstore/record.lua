@@ -9,7 +9,8 @@
 --
 -- then the hash, the owner after its 2-byte length, the headers, the origin
 -- (version 2 only) and the body.
--- This file is the start of takeover.lua, complete.lua and release.lua.
+-- This file is the start of takeover.lua, complete.lua, release.lua and
+-- renew.lua.
 
 local function u16(s, i)
   local a, b = string.byte(s, i, i + 1)
@@ -29,10 +30,12 @@ local function i64(s, i)
   return n
 end
 
--- parse returns the status, lease until, expires at and owner of the record
--- v, and the position of the owner's last byte; nil when v is not a record
--- of this format.
-local function parse(v)
+-- head returns the status and the owner of the record v, and the position of
+-- the owner's last byte; nil when v is not a record of this format. It checks
+-- what parse checks, without reading the times, which the complete and
+-- release scripts do not use (their two i64 reads cost a completion 1 to 4 µs
+-- of server time on Redis 7.0: BenchmarkPeerShapeScripts).
+local function head(v)
   local version = string.byte(v, 1)
   if #v < 37 or (version ~= 1 and version ~= 2) then
     return nil
@@ -49,7 +52,18 @@ local function parse(v)
   if #v < last + 2 then
     return nil
   end
-  return status, i64(v, 12), i64(v, 20), string.sub(v, o + 2, last), last
+  return status, string.sub(v, o + 2, last), last
+end
+
+-- parse returns the status, lease until, expires at and owner of the record
+-- v, and the position of the owner's last byte; nil when v is not a record
+-- of this format.
+local function parse(v)
+  local status, owner, last = head(v)
+  if not status then
+    return nil
+  end
+  return status, i64(v, 12), i64(v, 20), owner, last
 end
 
 -- not_record refuses the value v at key: a record of a later format (a

@@ -10,7 +10,7 @@ end
 if not cur then
   return 0
 end
-local status, _, _, owner = parse(cur)
+local status, owner = head(cur)
 if not status then
   return not_record(KEYS[1], cur)
 end
