@@ -15,7 +15,7 @@
 BENCHFLAGS ?=
 
 .PHONY: bench
-bench: deps rie ## Measure on this machine (about 12 min on 2 cores); writes docs/performance.md
+bench: deps rie ## Measure on this machine (about 20 min on 2 cores); writes docs/performance.md
 	$(GO) run ./cmd/bench -rie $(RIE) $(BENCHFLAGS)
 
 .PHONY: bench-quick

@@ -123,3 +123,27 @@ func pairedTable(ss []Side, f func(Run) float64, what string, pairs [][2]string)
 	}
 	return w.String()
 }
+
+// directMissed explains a target of section 1f that this run missed.
+func (b *bench) directMissed(w *strings.Builder, t Target) {
+	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
+	d := b.res.Direct
+	p("The peer's side is its statements or commands alone, a lower bound of the library's time, so a miss here does not decide how ichido compares with the library, which could not run in this harness (section 1f). ")
+	switch {
+	case strings.Contains(t.What, "8 clients"):
+		p("Eight clients on 2 CPUs shared with the server are CPU-bound, and requests/s is the inverse of the CPU a call costs on both sides. The peer's side is one `SELECT` of one parameter returning two columns; the store's claim binds seven parameters (the function needs them on a miss), answers through a `CASE` over the record and converts the JSONB envelope to text, and the client decodes the envelope into a response. ")
+		if pr := d.Profile; pr != nil && pr.ServerUs > 0 {
+			p("Through the decorator a replay costs %.1f µs of CPU on the client and %.1f µs on the server (section 1f, *Where a replay's time goes*). ", pr.ClientUs, pr.ServerUs)
+		}
+	case strings.Contains(t.What, "pgbouncer"):
+		p("Through the pooler the store sends the one-line function call on the unnamed statement, parsed and planned on every call (the proxy-safe path, unchanged by this run's work); the peer's `SELECT` is planned on every call too, and is the cheaper plan. ")
+	case strings.Contains(t.What, "Redis"):
+		p("The store's claim costs the server less than the peer's reservation script and the client more: a free key answers nil, which go-redis handles as an error (section 1f). ")
+	default:
+		if r, g := d.Server[sideClaimRead], d.Server[sideGopotReplay]; r != nil && g != nil {
+			p("The store's claim costs the server %.1f µs (fastest %.1f) against %.1f µs (fastest %.1f) for the peer's statement; ", r.TotalUs, r.MinUs, g.TotalUs, g.MinUs)
+		}
+		p("with the cores kept awake a round trip is at its fastest and what each client adds weighs the most: pgx's encoding of seven parameters and the envelope's decoding against one parameter and two columns. ")
+	}
+	p("\n")
+}

@@ -209,6 +209,8 @@ func (b *bench) missedMarkdown(w *strings.Builder) {
 	for _, t := range missed {
 		p("- **%s** (target %s, this run %s). ", t.What, t.Target, t.Value)
 		switch {
+		case strings.Contains(t.What, "vs gopotency's") || strings.Contains(t.What, "vs idemlease's"):
+			b.directMissed(w, t)
 		case strings.HasPrefix(t.What, "Local cache"):
 			p("A cached replay makes no round trip: what is left is the decorator's own work on the request (the view, the fingerprint), the JSON log line and the EMF line, about 4 µs in a hot loop (BenchmarkWrapReplayCached, pkg/idempotency), of which about a third is the log line, which the work item requires on every hit (BenchmarkWrapReplayCachedQuiet is the same replay with the logger's level above Info)")
 			if br := r.Beyond; br != nil {

@@ -45,6 +45,9 @@ type ProfileShare struct {
 	Share float64 `json:"share_pct"`
 }
 
+// replayProfileFile is the CPU profile of profileReplay, beside the report.
+const replayProfileFile = "replay-profile.pb.gz"
+
 // profileReplay runs s on clients clients for a few seconds with the CPU
 // profiler on and reads both sides' CPU time around it.
 func (b *bench) profileReplay(ctx context.Context, pool *pgxpool.Pool, s sideSpec, clients int) (*ReplayProfile, error) {
@@ -99,7 +102,7 @@ func (b *bench) profileReplay(ctx context.Context, pool *pgxpool.Pool, s sideSpe
 	}
 	if b.plots != "" {
 		// Kept beside the report, for `go tool pprof`.
-		if err := os.WriteFile(filepath.Join(b.plots, "replay-profile.pb.gz"), buf.Bytes(), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(b.plots, replayProfileFile), buf.Bytes(), 0o644); err != nil {
 			return nil, err
 		}
 	}
@@ -218,11 +221,18 @@ func classifySample(s *profile.Sample) string {
 		}
 	}
 	for _, f := range funcs {
-		if strings.HasPrefix(f, "runtime.gcBgMarkWorker") || strings.HasPrefix(f, "runtime.bgsweep") || strings.HasPrefix(f, "runtime.bgscavenge") || strings.HasPrefix(f, "runtime.gcAssistAlloc") {
+		switch {
+		case strings.HasPrefix(f, "runtime.gcBgMarkWorker"), strings.HasPrefix(f, "runtime.bgsweep"), strings.HasPrefix(f, "runtime.bgscavenge"), strings.HasPrefix(f, "runtime.gcAssistAlloc"):
 			return "memory: garbage collection"
+		case strings.HasPrefix(f, "os.(*File).Write"):
+			// The log and metric lines, written where Lambda reads them.
+			return "decorator: log and metric lines"
 		}
 	}
 	for _, f := range funcs {
+		if f == "time.now" || f == "time.Now" || f == "time.runtimeNow" || f == "time.runtimeNano" {
+			return "clock reads (time.Now)"
+		}
 		for _, part := range profileParts {
 			for _, prefix := range part.prefixes {
 				if strings.HasPrefix(f, prefix) {
@@ -230,30 +240,33 @@ func classifySample(s *profile.Sample) string {
 				}
 			}
 		}
-		if !strings.HasPrefix(f, "runtime.") && !strings.HasPrefix(f, "internal/") && !strings.HasPrefix(f, "sync") {
-			return profileOwner(f)
+		if owner := profileOwner(f); owner != "" {
+			return owner
 		}
 	}
-	return "runtime, other"
+	return "runtime and standard library, other"
 }
 
-// profileOwner names the part of the program a function belongs to.
+// profileOwner names the part of the program a function belongs to, or ""
+// for the runtime and the standard library, whose work goes to the caller
+// that asked for it.
 func profileOwner(f string) string {
+	const lib = "github.com/ichido/ichido/pkg/idempotency"
 	switch {
 	case strings.HasPrefix(f, "github.com/jackc/pgx/v5/pgxpool"), strings.HasPrefix(f, "github.com/jackc/puddle"):
 		return "pgxpool: acquiring and releasing connections"
 	case strings.HasPrefix(f, "github.com/jackc/pgx"):
 		return "pgx: encoding the call, decoding the answer"
-	case strings.HasPrefix(f, "github.com/ichido/ichido/pkg/idempotency/pgstore"):
+	case strings.HasPrefix(f, lib+"/pgstore"):
 		return "pgstore: the envelope, the answer"
-	case strings.HasPrefix(f, "github.com/ichido/ichido/pkg/idempotency/internal/fingerprint"), strings.Contains(f, "idempotency.fingerprint"), strings.HasPrefix(f, "crypto/"):
+	case strings.Contains(f, "idempotency.(*decorator).fingerprint"), strings.HasPrefix(f, lib+".Fingerprint"), strings.HasPrefix(f, lib+"/internal/canonjson"):
 		return "decorator: the request's fingerprint"
-	case strings.HasPrefix(f, "log/slog"), strings.HasPrefix(f, "encoding/json"), strings.Contains(f, "idempotency/observe"):
+	case strings.HasPrefix(f, "log/slog"), strings.HasPrefix(f, "encoding/json"), strings.HasPrefix(f, lib+"/internal/emf"), strings.Contains(f, "(*observation).emit"), strings.HasPrefix(f, lib+"/observe"):
 		return "decorator: log and metric lines"
-	case strings.HasPrefix(f, "github.com/ichido/ichido/pkg/idempotency"):
-		return "decorator: the rest"
+	case strings.HasPrefix(f, lib):
+		return "decorator: the rest (key, user, owner, lease, answer)"
 	case strings.HasPrefix(f, "main."):
 		return "bench harness"
 	}
-	return "other library code"
+	return ""
 }

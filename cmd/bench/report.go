@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/google/pprof/profile"
 )
 
 // write saves results.json, the plots and performance.md.
@@ -38,6 +40,14 @@ func (b *bench) rerender(path string) error {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	b.res.evaluate()
+	// The replay's profile is split again, by the rules of this build.
+	if d := b.res.Direct; d != nil && d.Profile != nil {
+		if raw, err := os.ReadFile(filepath.Join(b.plots, replayProfileFile)); err == nil {
+			if p, err := profile.ParseData(raw); err == nil {
+				d.Profile.Client = splitProfile(p, d.Profile.ClientUs)
+			}
+		}
+	}
 	plots := map[string]string{}
 	for key, name := range map[string]string{"noise": "noise.png", "floor": "floor.png", "durability": "durability.png",
 		"durability_p99": "durability-p99.png", "e2e": "e2e.png", "growth": "growth.png", "purge": "purge.png", "coldstart": "coldstart.png"} {

@@ -140,7 +140,7 @@ const (
 	QueryModeExec QueryMode = "exec"
 	// QueryModePrepared prepares each statement once per connection and
 	// reuses it (pgx.QueryExecModeCacheStatement), so the server plans it
-	// once: a replay through pgstore costs about two fifths less. Named
+	// once: a replay through pgstore takes about half the time. Named
 	// prepared statements are session state: use it only on a direct
 	// connection to PostgreSQL (a local server, the cluster's writer
 	// endpoint), never through RDS Proxy or PgBouncer. pgstore checks each
