@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -51,7 +52,9 @@ func newCronOutsider(t *testing.T) *cronOutsider {
 		ctx := context.Background()
 		_, _ = cron.Exec(ctx, `SELECT cron.unschedule(jobid) FROM cron.job WHERE database = $1 OR username = $2`, o.db, o.role)
 		_, _ = cron.Exec(ctx, `DROP DATABASE IF EXISTS `+o.db+` WITH (FORCE)`)
+		cronACLs.Lock()
 		_, _ = cron.Exec(ctx, `DROP OWNED BY `+o.role)
+		cronACLs.Unlock()
 		_, _ = cron.Exec(ctx, `DROP ROLE IF EXISTS `+o.role)
 	})
 	u := databaseURL(t, base, o.db)
@@ -65,9 +68,16 @@ func newCronOutsider(t *testing.T) *cronOutsider {
 	return o
 }
 
+// cronACLs serialises the tests' changes to the privileges of the cron
+// schema and its objects: two GRANTs on one object at once can fail with
+// "tuple concurrently updated".
+var cronACLs sync.Mutex
+
 // grant runs statements in the cron database as its superuser.
 func (o *cronOutsider) grant(t *testing.T, stmts ...string) {
 	t.Helper()
+	cronACLs.Lock()
+	defer cronACLs.Unlock()
 	for _, s := range stmts {
 		_, err := o.cron.Exec(context.Background(), s)
 		require.NoError(t, err, s)
