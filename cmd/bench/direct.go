@@ -541,19 +541,7 @@ func claimStatementSides(ctx context.Context, pool *pgxpool.Pool) ([]sideSpec, e
 	if err := store.Complete(ctx, idemstore.Completion{Ref: ref, Response: storedResponse, Now: now, ExpiresAt: now.Add(idempotency.DefaultTTL)}); err != nil {
 		return nil, err
 	}
-	function := func(ctx context.Context, _ int) (time.Duration, error) {
-		return timed(func() error {
-			now := time.Now()
-			var answer string
-			err := pool.QueryRow(ctx, `SELECT idempotency_key_claim($1::uuid, $2::text, $3::text, $4::text, $5::timestamptz, $6::timestamptz, $7::timestamptz)`,
-				ref.UserID, ref.Key, requestHash, "other", now, now.Add(time.Minute), now.Add(idempotency.DefaultTTL)).Scan(&answer)
-			if err == nil && !strings.HasPrefix(answer, "{") {
-				err = fmt.Errorf("the claim function answered %.20q, not the stored response", answer)
-			}
-			return err
-		})
-	}
-	return []sideSpec{{sideClaimFunction, function}, named(alone, sideClaimRead)}, nil
+	return []sideSpec{{sideClaimFunction, replayCall(pool, "idempotency_key_claim", ref)}, named(alone, sideClaimRead)}, nil
 }
 
 // directRedis compares the Redis store (on Redis 7.0, whose completion is

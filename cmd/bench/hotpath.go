@@ -297,23 +297,29 @@ func (b *bench) replayVariants(ctx context.Context, admin, pool *pgxpool.Pool, s
 	if _, err := pool.Exec(ctx, unguarded); err != nil {
 		return fmt.Errorf("creating the unguarded copy of the claim: %w", err)
 	}
-	call := func(ctx context.Context, _ int) (time.Duration, error) {
-		return timed(func() error {
-			now := time.Now()
-			var answer string
-			err := pool.QueryRow(ctx, `SELECT bench_unguarded_claim($1::uuid, $2::text, $3::text, $4::text, $5::timestamptz, $6::timestamptz, $7::timestamptz)`,
-				ref.UserID, ref.Key, requestHash, "other", now, now.Add(time.Minute), now.Add(idempotency.DefaultTTL)).Scan(&answer)
-			if err == nil && !strings.HasPrefix(answer, "{") {
-				err = fmt.Errorf("the unguarded claim answered %.20q, not the stored response", answer)
-			}
-			return err
-		})
-	}
-	if mr.Unguarded, err = pgServerTime(ctx, admin, n, call); err != nil {
+	if mr.Unguarded, err = pgServerTime(ctx, admin, n, replayCall(pool, "bench_unguarded_claim", ref)); err != nil {
 		return fmt.Errorf("unguarded claim: %w", err)
 	}
 	log.Printf("  postgres %s: plain read %.1f µs, unguarded claim %.1f µs, no-op call %.1f µs", mr.Mode, mr.PlainRead.TotalUs, mr.Unguarded.TotalUs, mr.NoopShape.TotalUs)
 	return nil
+}
+
+// replayCall calls the claim function fn (the key store's, or a copy) for
+// ref, a completed key, as another owner: a replay's claim, which must
+// answer the stored response.
+func replayCall(pool *pgxpool.Pool, fn string, ref idemstore.Ref) op {
+	return func(ctx context.Context, _ int) (time.Duration, error) {
+		return timed(func() error {
+			now := time.Now()
+			var answer string
+			err := pool.QueryRow(ctx, `SELECT `+fn+`($1::uuid, $2::text, $3::text, $4::text, $5::timestamptz, $6::timestamptz, $7::timestamptz)`,
+				ref.UserID, ref.Key, requestHash, "other", now, now.Add(time.Minute), now.Add(idempotency.DefaultTTL)).Scan(&answer)
+			if err == nil && !strings.HasPrefix(answer, "{") {
+				err = fmt.Errorf("%s answered %.20q, not the stored response", fn, answer)
+			}
+			return err
+		})
+	}
 }
 
 // pgServerTime runs f n times, one at a time, and returns what

@@ -29,20 +29,9 @@ import (
 // TestNoSequentialScanAfterEmptyAnalyze.
 func TestPreparedClaimPlanAfterEmptyAnalyze(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cluster, err := pgtest.StartCluster(ctx, pgtest.Options{Dir: t.TempDir() + "/data", NoCron: true})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = cluster.Destroy() })
-	admin := newPool(t, cluster.URL(""), func(c *pgxpool.Config) { c.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec })
-	_, err = pgstore.Migrate(ctx, admin, &pgstore.MigrateOptions{Cron: pgstore.CronOff})
-	require.NoError(t, err)
-	for _, s := range []string{`ALTER TABLE idempotency_keys SET (autovacuum_enabled = false)`, `ANALYZE idempotency_keys`} {
-		_, err := admin.Exec(ctx, s)
-		require.NoError(t, err)
-	}
-
-	conn := newPool(t, cluster.URL(""), func(c *pgxpool.Config) {
+	ctx := context.Background()
+	url, admin := analyzedEmpty(t)
+	conn := newPool(t, url, func(c *pgxpool.Config) {
 		c.MaxConns = 1
 		c.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheStatement
 	})
@@ -154,4 +143,25 @@ func TestPreparedClaimPlannedPerSchema(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, found, "%s: the claim was kept in its own schema", schema)
 	}
+}
+
+// analyzedEmpty starts a cluster of the test's own with the key store in
+// it, autovacuum off on its table and the table analysed empty: the
+// statistics under which a plan made now is a sequential scan. It returns
+// the cluster's URL and a pool on it in exec mode.
+func analyzedEmpty(t *testing.T) (string, *pgxpool.Pool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cluster, err := pgtest.StartCluster(ctx, pgtest.Options{Dir: t.TempDir() + "/data", NoCron: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cluster.Destroy() })
+	admin := newPool(t, cluster.URL(""), func(c *pgxpool.Config) { c.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec })
+	_, err = pgstore.Migrate(ctx, admin, &pgstore.MigrateOptions{Cron: pgstore.CronOff})
+	require.NoError(t, err)
+	for _, s := range []string{`ALTER TABLE idempotency_keys SET (autovacuum_enabled = false)`, `ANALYZE idempotency_keys`} {
+		_, err := admin.Exec(ctx, s)
+		require.NoError(t, err)
+	}
+	return cluster.URL(""), admin
 }

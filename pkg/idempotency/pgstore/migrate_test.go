@@ -104,21 +104,13 @@ func TestMigrateCronOff(t *testing.T) {
 // which would hide the hazard.
 func TestNoSequentialScanAfterEmptyAnalyze(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cluster, err := pgtest.StartCluster(ctx, pgtest.Options{Dir: t.TempDir() + "/data", NoCron: true})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = cluster.Destroy() })
-	db := struct {
+	ctx := context.Background()
+	var db struct {
 		URL  string
 		Pool *pgxpool.Pool
-	}{URL: cluster.URL("")}
-	db.Pool = newPool(t, db.URL, nil)
-	_, err = pgstore.Migrate(ctx, db.Pool, &pgstore.MigrateOptions{Cron: pgstore.CronOff})
-	require.NoError(t, err)
+	}
+	db.URL, db.Pool = analyzedEmpty(t)
 	for _, s := range []string{
-		`ALTER TABLE idempotency_keys SET (autovacuum_enabled = false)`,
-		`ANALYZE idempotency_keys`,
 		// The hazard as it was: a lookup whose plan is cached unguarded.
 		`CREATE FUNCTION unguarded_lookup(p_user_id uuid, p_key text) RETURNS text LANGUAGE plpgsql AS $$
 		DECLARE s text;

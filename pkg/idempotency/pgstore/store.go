@@ -101,9 +101,6 @@ type Store struct {
 	db        querier
 	sql       statements
 	maxRecord int
-	// direct: the pool keeps prepared statements (directPool), and the
-	// claim is sql.claimDirect.
-	direct bool
 }
 
 // querier is what a Store needs of a pool; a pgx.Tx has it too, which is how
@@ -131,7 +128,6 @@ func New(pool *pgxpool.Pool, opts *Options) *Store {
 	st := &Store{db: pool, sql: newStatements(qualify), maxRecord: maxRecord}
 	if pool != nil && pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement {
 		st.db = directPool{Pool: pool, claim: st.sql.claimDirect}
-		st.direct = true
 	}
 	return st
 }
@@ -297,7 +293,7 @@ func newStatements(qualify func(string) string) statements {
 // left zero, as the decorator does not need them.
 func (s *Store) Claim(ctx context.Context, c idemstore.Claim) (idemstore.ClaimResult, error) {
 	claim := s.sql.claim
-	if s.direct {
+	if _, direct := s.db.(directPool); direct {
 		claim = s.sql.claimDirect
 	}
 	var answer string
