@@ -26,10 +26,14 @@ const ProbeJob = "setup-cron-probe"
 // has logged in as its user.
 const probeCommand = `SELECT 1`
 
-// cronFix is what to change when pg_cron cannot run the migrate user's
-// jobs.
-const cronFix = "pg_cron must run jobs in background workers: set cron.use_background_workers = 1 in the cluster parameter group (ClusterParameterGroup) and reboot the writer, then deploy again. " +
-	"Over client sessions (the setting off, pg_cron's default) pg_cron logs in over TCP with a password, which an IAM-only user does not have"
+// cronFix is what an operator can change when pg_cron cannot run the
+// migrate user's jobs. How pg_cron starts a job (a background worker or a
+// client session, cron.use_background_workers) is the platform's: Aurora
+// and RDS do not let a user modify it, so the text names only what a
+// parameter group, a reboot or a grant can change.
+const cronFix = "Check what an operator can change: the cluster parameter group (ClusterParameterGroup) must load pg_cron (shared_preload_libraries) and schedule in this database (cron.database_name); " +
+	"both are static, so after changing them reboot the writer (aws rds reboot-db-instance) and deploy again. " +
+	"The migrate user must keep its LOGIN and rds_iam. How pg_cron starts jobs is the platform's and cannot be set; if the settings above hold, the run's message says what else stopped it"
 
 // CronProof says how the setup knows that pg_cron runs the migrate user's
 // jobs.

@@ -54,3 +54,11 @@ func samTools(t testing.TB) samtemplate.Tools {
 	}
 	return samtemplate.Tools{}
 }
+
+// mustRead returns a file of the project, by its path from the module root.
+func mustRead(t testing.TB, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(moduleRoot(t), path))
+	require.NoError(t, err)
+	return string(b)
+}
