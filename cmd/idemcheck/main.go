@@ -2,7 +2,8 @@
 // given an API's base URL and one request that the API protects, it drives
 // the API over HTTP through the contract and prints one verdict per check.
 // It knows nothing of how the API is built, so it checks any implementation
-// (ichido's, Stripe-style ones, your own); its expectations are flags.
+// (ichido's, Stripe-style ones, your own); its expectations are flags, and
+// no flag turns off the checks that a request runs once.
 //
 //	idemcheck -url https://api.example.com -path /tasks \
 //	  -body '{"title":"check {{unique}}"}' -H 'Authorization: Bearer ${TOKEN}'
@@ -10,14 +11,22 @@
 // The checks, each printed as PASS, FAIL or SKIP with one line of why:
 //
 //	first-request  a new key: 2xx, not marked as a replay
-//	replay         the same key and body again: the same status, the same body
-//	               byte for byte, the same Content-Type and Location, and the
-//	               replay marker (-replay-header)
-//	mismatch       the same key with another body: 422
-//	concurrent     -concurrent requests with one new key at once: every 2xx is
-//	               the same answer, the others are 409 (with Retry-After), and
-//	               a later retry gets that answer: one execution as seen from
-//	               the client, never two created resources
+//	rerun-visible  a re-run can be told from a replay: the same request with
+//	               another key answers otherwise, or -count-url counts runs;
+//	               when neither holds, it fails
+//	replay         the same key and request again: the same status, body byte
+//	               for byte, Content-Type and Location, the replay marker
+//	               (-replay-header), and no run (the counter did not move)
+//	mismatch       the same key with another request: 422
+//	quoted-key     a new key sent as the IETF draft's sf-string ("…") runs;
+//	               the key bare, then quoted again, replays it
+//	per-user       with -H2: a second user's request with the first user's key
+//	               runs for that user
+//	concurrent     -concurrent requests with one new key at once, in up to
+//	               -bursts bursts, until a 409 shows that a duplicate arrived
+//	               while the first ran: the 2xx answers are one answer, a later
+//	               retry gets it, the counter moved by one. Without a 409 in
+//	               any burst it says it could not show an overlap (SKIP)
 //	missing-key    no key: 400 (-missing-key=allow: 2xx)
 //	malformed-key  -malformed-key as the key: 400
 //	cleanup        with -delete-created: DELETE of every Location created
@@ -27,12 +36,13 @@
 // off checks the status alone. Each {{unique}} in -body is replaced by a
 // value of its own per logical request (a first request and its retries
 // share one), which gives the mismatch check its other body. ${NAME} in a
-// -H value is read from the environment, so that a token stays out of the
-// command line.
+// -H or -H2 value is read from the environment, so that a token stays out
+// of the command line. A DELETE acts on a resource of its own per logical
+// request, which -create-path makes.
 //
 // It exits 0 when no check failed, 1 when one did, 2 on a usage error.
-// docs/smoke.md explains each check, what the IETF draft says of it and
-// how to point it at another implementation.
+// docs/smoke.md explains each check, which follow the IETF draft and which
+// ichido's own choices, and how to point it at another implementation.
 package main
 
 import (
@@ -106,9 +116,10 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (Co
 		fmt.Fprint(stderr, `usage: idemcheck -url BASE -path PATH [flags]
 
 Drives an API through the Idempotency-Key contract with one protected
-request and prints PASS, FAIL or SKIP per check: first-request, replay,
-mismatch, concurrent, missing-key, malformed-key (and cleanup with
--delete-created). Exit status 1 when a check fails, 2 on a usage error.
+request and prints PASS, FAIL or SKIP per check: first-request,
+rerun-visible, replay, mismatch, quoted-key, per-user (with -H2),
+concurrent, missing-key, malformed-key (and cleanup with -delete-created).
+Exit status 1 when a check fails, 2 on a usage error.
 
 Example (ichido's sample task API):
 
@@ -120,7 +131,7 @@ Flags:
 `)
 		fs.PrintDefaults()
 	}
-	var headers headerList
+	var headers, other headerList
 	var cfg Config
 	fs.StringVar(&cfg.BaseURL, "url", "", "the API's base URL (required), e.g. https://abc.execute-api.eu-west-1.amazonaws.com")
 	fs.StringVar(&cfg.Method, "method", "POST", "the protected method to check")
@@ -128,11 +139,16 @@ Flags:
 	fs.StringVar(&cfg.Body, "body", "", "the request body; each {{unique}} becomes a value of its own per logical request")
 	fs.StringVar(&cfg.MismatchBody, "mismatch-body", "", "the other body for the mismatch check (default: -body with another {{unique}})")
 	fs.Var(&headers, "H", "a header sent with every request, 'Name: value' (repeatable); ${NAME} in the value is read from the environment")
+	fs.Var(&other, "H2", "a second user's credentials, 'Name: value' (repeatable), sent in place of -H's header of that name by the per-user check")
+	fs.StringVar(&cfg.CountURL, "count-url", "", "a URL whose GET answers how many times the request has run (a JSON number or {\"count\": n}); the checks then watch it")
+	fs.StringVar(&cfg.CreatePath, "create-path", "", "for a method that acts on one resource (DELETE): where a POST of -create-body makes a fresh one per logical request; its Location is the path")
+	fs.StringVar(&cfg.CreateBody, "create-body", "", "the body of the -create-path POST ({{unique}} as in -body)")
+	fs.IntVar(&cfg.Bursts, "bursts", 10, "how many bursts the concurrent check tries to show a duplicate arriving while the first runs")
 	fs.StringVar(&cfg.KeyHeader, "key-header", "Idempotency-Key", "the header that carries the key")
 	replay := fs.String("replay-header", "Idempotent-Replayed: true", "the header that marks a replay, 'Name: value' or 'Name' (any value); empty checks no marker")
 	fs.StringVar(&cfg.Problem, "problem", ProblemRFC9457, "the format of the 400, 409 and 422 refusals: rfc9457 (application/problem+json), ichido (also its fields and codes) or off (status alone)")
 	missing := fs.String("missing-key", "reject", "what a request without a key gets: reject (400) or allow (runs unprotected, 2xx)")
-	fs.StringVar(&cfg.MalformedKey, "malformed-key", "not a valid key", "the key the malformed-key check sends (it must be invalid for the API); empty skips the check")
+	fs.StringVar(&cfg.MalformedKey, "malformed-key", DefaultMalformedKey, "the key the malformed-key check sends (it must be invalid for the API; the default is an unterminated sf-string, invalid under the IETF draft); empty skips the check")
 	fs.IntVar(&cfg.Concurrent, "concurrent", 2, "how many requests with one key the concurrent check sends at once (at least 2)")
 	fs.BoolVar(&cfg.RetryAfter, "retry-after", true, "require Retry-After on a 409")
 	fs.DurationVar(&cfg.Timeout, "timeout", 30*time.Second, "the longest wait for one answer")
@@ -167,26 +183,60 @@ Flags:
 	if cfg.KeyHeader == "" {
 		return cfg, fmt.Errorf("%w: -key-header is empty", errUsage)
 	}
+	if cfg.Bursts < 1 {
+		return cfg, fmt.Errorf("%w: -bursts must be at least 1, got %d", errUsage, cfg.Bursts)
+	}
+	if strings.EqualFold(cfg.Method, http.MethodDelete) && cfg.CreatePath == "" {
+		return cfg, fmt.Errorf("%w: -method DELETE needs a resource of its own per logical request: give -create-path (and -create-body)", errUsage)
+	}
+	if cfg.CreatePath != "" && !strings.HasPrefix(cfg.CreatePath, "/") {
+		return cfg, fmt.Errorf("%w: -create-path must start with /, got %q", errUsage, cfg.CreatePath)
+	}
+	if cfg.CountURL != "" {
+		if u, err := url.Parse(cfg.CountURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return cfg, fmt.Errorf("%w: -count-url must be an http or https URL, got %q", errUsage, cfg.CountURL)
+		}
+	}
+	cfg.Method = strings.ToUpper(cfg.Method)
 	if r := strings.TrimSpace(*replay); r != "" {
 		name, value, _ := strings.Cut(r, ":")
 		cfg.ReplayHeader, cfg.ReplayValue = strings.TrimSpace(name), strings.TrimSpace(value)
 	}
-	cfg.Header = http.Header{}
-	for _, h := range headers {
-		name, value, ok := strings.Cut(h, ":")
-		if !ok || strings.TrimSpace(name) == "" {
-			return cfg, fmt.Errorf("%w: -H %q is not 'Name: value'", errUsage, h)
-		}
-		value, err := expandEnv(strings.TrimSpace(value), getenv)
-		if err != nil {
+	var err error
+	if cfg.Header, err = parseHeaders("-H", headers, cfg.KeyHeader, getenv); err != nil {
+		return cfg, err
+	}
+	if len(other) > 0 {
+		if cfg.OtherUser, err = parseHeaders("-H2", other, cfg.KeyHeader, getenv); err != nil {
 			return cfg, err
 		}
-		cfg.Header.Add(strings.TrimSpace(name), value)
 	}
 	if cfg.Body != "" && cfg.Header.Get("Content-Type") == "" {
 		cfg.Header.Set("Content-Type", "application/json")
 	}
 	return cfg, nil
+}
+
+// parseHeaders reads 'Name: value' flags. The key header is refused:
+// idemcheck sends its own keys.
+func parseHeaders(flagName string, list []string, keyHeader string, getenv func(string) string) (http.Header, error) {
+	h := http.Header{}
+	for _, line := range list {
+		name, value, ok := strings.Cut(line, ":")
+		name = strings.TrimSpace(name)
+		if !ok || name == "" {
+			return nil, fmt.Errorf("%w: %s %q is not 'Name: value'", errUsage, flagName, line)
+		}
+		if strings.EqualFold(name, keyHeader) {
+			return nil, fmt.Errorf("%w: %s sets %s, which idemcheck sends itself (a new key per logical request)", errUsage, flagName, keyHeader)
+		}
+		value, err := expandEnv(strings.TrimSpace(value), getenv)
+		if err != nil {
+			return nil, err
+		}
+		h.Add(name, value)
+	}
+	return h, nil
 }
 
 var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
@@ -204,7 +254,7 @@ func expandEnv(s string, getenv func(string) string) (string, error) {
 		return v
 	})
 	if len(missing) > 0 {
-		return "", fmt.Errorf("%w: -H refers to %s, which is not set", errUsage, strings.Join(missing, ", "))
+		return "", fmt.Errorf("%w: a header flag refers to %s, which is not set", errUsage, strings.Join(missing, ", "))
 	}
 	return out, nil
 }
