@@ -32,6 +32,35 @@ type PurgeCheck struct {
 	Grace time.Duration
 	// FunctionName is the metrics' dimension (the function's name).
 	FunctionName string
+	// UpSince says since when the database has been up, so that a check
+	// after a pause does not count the purge runs due while it was paused.
+	// Defaults to pg_postmaster_start_time(), which a resume from Aurora's
+	// auto-pause resets, as it does a reboot or a failover.
+	UpSince func(ctx context.Context, tx pgx.Tx) (time.Time, error)
+}
+
+// purgeEvery is the key purge's schedule (hourly, on the hour), and
+// purgeMargin how long after its instant a run must have ended.
+const (
+	purgeEvery  = time.Hour
+	purgeMargin = 5 * time.Minute
+)
+
+// purgesDue counts the key purge's instants (every hour on the hour) that
+// fell while the database was up, within the window, at least purgeMargin
+// before now, and returns the latest of them.
+func purgesDue(now, upSince time.Time, window time.Duration) (int64, time.Time) {
+	from := now.Add(-window)
+	if upSince.After(from) {
+		from = upSince
+	}
+	until := now.Add(-purgeMargin)
+	var n int64
+	var last time.Time
+	for t := from.Truncate(purgeEvery).Add(purgeEvery); !t.After(until); t = t.Add(purgeEvery) {
+		n, last = n+1, t
+	}
+	return n, last
 }
 
 // Namespace is the CloudWatch namespace of the purge metrics: the
@@ -50,19 +79,25 @@ type PurgeHealth struct {
 	// window.
 	PurgeRunsSucceeded int64
 	PurgeRunsFailed    int64
+	// PurgeRunsDue counts the hourly key purge's runs that were due within
+	// the window while the database was up. A paused cluster runs no job,
+	// so its check counts none due and misses none.
+	PurgeRunsDue int64
 	// LastFailure is the newest failed run's message, for the log.
 	LastFailure string
 	// KeyTableBytes is the key table's size with its indexes and TOAST.
 	KeyTableBytes int64
-	// ExpiredKeys counts keys expired for longer than the grace (at most
-	// a million).
+	// ExpiredKeys counts keys expired for longer than the grace, and
+	// before the last purge due while the database was up (at most a
+	// million): the keys a purge should have removed.
 	ExpiredKeys int64
 }
 
-// Healthy is the alarm's rule: at least one purge job, a successful run and
-// no failed one within the window, and no key left behind.
+// Healthy is the alarm's rule: at least one purge job, no failed run
+// within the window, a successful one when a run was due, and no key left
+// behind.
 func (h PurgeHealth) Healthy() bool {
-	return h.PurgeJobs > 0 && h.PurgeRunsSucceeded > 0 && h.PurgeRunsFailed == 0 && h.ExpiredKeys == 0
+	return h.PurgeJobs > 0 && h.PurgeRunsFailed == 0 && (h.PurgeRunsDue == 0 || h.PurgeRunsSucceeded > 0) && h.ExpiredKeys == 0
 }
 
 func (c *PurgeCheck) defaults() PurgeCheck {
@@ -75,6 +110,12 @@ func (c *PurgeCheck) defaults() PurgeCheck {
 	}
 	if d.Grace <= 0 {
 		d.Grace = 2 * time.Hour
+	}
+	if d.UpSince == nil {
+		d.UpSince = func(ctx context.Context, tx pgx.Tx) (time.Time, error) {
+			var t time.Time
+			return t, tx.QueryRow(ctx, `SELECT pg_postmaster_start_time()`).Scan(&t)
+		}
 	}
 	return d
 }
@@ -114,8 +155,25 @@ func (c *PurgeCheck) Read(ctx context.Context, pool *pgxpool.Pool) (PurgeHealth,
 		if err := tx.QueryRow(ctx, `SELECT pg_total_relation_size($1::regclass)`, table).Scan(&h.KeyTableBytes); err != nil {
 			return fmt.Errorf("reading the key table's size: %w", err)
 		}
-		if err := tx.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM `+table+` WHERE expires_at < now() - make_interval(secs => $1) LIMIT $2) s`,
-			cfg.Grace.Seconds(), expiredCap).Scan(&h.ExpiredKeys); err != nil {
+		var now time.Time
+		if err := tx.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+			return err
+		}
+		upSince, err := cfg.UpSince(ctx, tx)
+		if err != nil {
+			return fmt.Errorf("reading since when the database is up: %w", err)
+		}
+		var lastDue time.Time
+		h.PurgeRunsDue, lastDue = purgesDue(now, upSince, cfg.Window)
+		if h.PurgeRunsDue == 0 {
+			return nil // no purge was due while it was up: none left a key behind
+		}
+		before := now.Add(-cfg.Grace)
+		if lastDue.Before(before) {
+			before = lastDue
+		}
+		if err := tx.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM `+table+` WHERE expires_at < $1 LIMIT $2) s`,
+			before, expiredCap).Scan(&h.ExpiredKeys); err != nil {
 			return fmt.Errorf("counting expired keys: %w", err)
 		}
 		return nil
@@ -150,13 +208,15 @@ func WriteEMF(out io.Writer, functionName string, at time.Time, h PurgeHealth) e
 				"Namespace":  Namespace,
 				"Dimensions": [][]string{{"FunctionName"}},
 				"Metrics": []metric{
-					{"PurgeJobs", "Count"}, {"PurgeRunsSucceeded", "Count"}, {"PurgeRunsFailed", "Count"},
-					{"KeyTableBytes", "Bytes"}, {"ExpiredKeys", "Count"},
+					{"PurgeCheckRan", "Count"}, {"PurgeJobs", "Count"}, {"PurgeRunsSucceeded", "Count"}, {"PurgeRunsFailed", "Count"},
+					{"PurgeRunsDue", "Count"}, {"KeyTableBytes", "Bytes"}, {"ExpiredKeys", "Count"},
 				},
 			}},
 		},
 		"FunctionName":       functionName,
+		"PurgeCheckRan":      1, // the heartbeat: its absence fires the alarm
 		"PurgeJobs":          h.PurgeJobs,
+		"PurgeRunsDue":       h.PurgeRunsDue,
 		"PurgeRunsSucceeded": h.PurgeRunsSucceeded,
 		"PurgeRunsFailed":    h.PurgeRunsFailed,
 		"KeyTableBytes":      h.KeyTableBytes,

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ichido/ichido/internal/dbsetup"
@@ -33,7 +34,12 @@ func TestPurgeCheck(t *testing.T) {
 
 	master := pool(t, a.URLAs(cfg.MasterUser))
 	super := pool(t, a.URL(""))
-	check := &dbsetup.PurgeCheck{MigrateUser: cfg.MigrateUser, FunctionName: "ichido-MigrateFunction"}
+	// A server up for hours (the test's started a moment ago): the hourly
+	// purge was due.
+	upFor := func(d time.Duration) func(context.Context, pgx.Tx) (time.Time, error) {
+		return func(context.Context, pgx.Tx) (time.Time, error) { return time.Now().Add(-d), nil }
+	}
+	check := &dbsetup.PurgeCheck{MigrateUser: cfg.MigrateUser, FunctionName: "ichido-MigrateFunction", UpSince: upFor(3 * time.Hour)}
 	healthy := func() dbsetup.PurgeHealth {
 		var h dbsetup.PurgeHealth
 		require.Eventually(t, func() bool {
@@ -55,7 +61,18 @@ func TestPurgeCheck(t *testing.T) {
 	h, err = check.Read(ctx, master)
 	require.NoError(t, err)
 	require.Equal(t, int64(1), h.ExpiredKeys)
+	require.Positive(t, h.PurgeRunsDue)
 	require.False(t, h.Healthy())
+
+	// The same table seen by a check that has just woken a paused cluster:
+	// no purge was due while it was up, so none missed its key.
+	resumed := *check
+	resumed.UpSince = upFor(time.Minute)
+	h, err = resumed.Read(ctx, master)
+	require.NoError(t, err)
+	require.Zero(t, h.PurgeRunsDue)
+	require.Zero(t, h.ExpiredKeys)
+	require.True(t, h.Healthy(), "a paused cluster is not a broken purge: %+v", h)
 
 	// The purge runs again and removes it.
 	runner = pgtest.StartFakeCron(a, pgtest.FakeCronOptions{Every: 300 * time.Millisecond})
@@ -90,7 +107,8 @@ func TestPurgeCheck(t *testing.T) {
 		names = append(names, name)
 		require.Contains(t, line, name, "every metric has its value")
 	}
-	require.ElementsMatch(t, []string{"PurgeJobs", "PurgeRunsSucceeded", "PurgeRunsFailed", "KeyTableBytes", "ExpiredKeys"}, names)
+	require.ElementsMatch(t, []string{"PurgeCheckRan", "PurgeJobs", "PurgeRunsSucceeded", "PurgeRunsFailed", "PurgeRunsDue", "KeyTableBytes", "ExpiredKeys"}, names)
+	require.EqualValues(t, 1, line["PurgeCheckRan"], "the heartbeat")
 	t.Logf("EMF: %s", bytes.TrimSpace(out.Bytes()))
 }
 
@@ -101,4 +119,24 @@ func TestIsScheduled(t *testing.T) {
 	require.True(t, dbsetup.IsScheduled(json.RawMessage(`{"version":"0","id":"x","detail-type":"Scheduled Event","source":"aws.events","detail":{}}`)))
 	require.False(t, dbsetup.IsScheduled(json.RawMessage(`{}`)))
 	require.False(t, dbsetup.IsScheduled(json.RawMessage(`{"RequestType":"Update"}`)))
+}
+
+// TestPurgeHealthRule: the alarm's rule, case by case. A run is needed only
+// when one was due while the database was up.
+func TestPurgeHealthRule(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		h    dbsetup.PurgeHealth
+		want bool
+	}{
+		{"a run due and done", dbsetup.PurgeHealth{PurgeJobs: 3, PurgeRunsDue: 2, PurgeRunsSucceeded: 2}, true},
+		{"a run due, none done", dbsetup.PurgeHealth{PurgeJobs: 3, PurgeRunsDue: 1}, false},
+		{"just resumed: nothing due", dbsetup.PurgeHealth{PurgeJobs: 3}, true},
+		{"a failed run", dbsetup.PurgeHealth{PurgeJobs: 3, PurgeRunsDue: 1, PurgeRunsSucceeded: 1, PurgeRunsFailed: 1}, false},
+		{"no job", dbsetup.PurgeHealth{PurgeRunsDue: 1, PurgeRunsSucceeded: 1}, false},
+		{"a key left behind", dbsetup.PurgeHealth{PurgeJobs: 3, PurgeRunsDue: 1, PurgeRunsSucceeded: 1, ExpiredKeys: 1}, false},
+	} {
+		require.Equal(t, tc.want, tc.h.Healthy(), tc.name)
+	}
 }
