@@ -119,7 +119,7 @@ func (c *CustomResource) Handle(ctx context.Context, event json.RawMessage) (any
 // send PUTs the reply to the pre-signed URL, as cfn.Response.Send does (no
 // Content-Type: the URL's signature has none), within ctx.
 func (c *CustomResource) send(ctx context.Context, resp *cfn.Response, url string) error {
-	body, err := json.Marshal(resp)
+	body, err := replyBody(resp)
 	if err != nil {
 		return err
 	}
@@ -144,12 +144,50 @@ func (c *CustomResource) send(ctx context.Context, resp *cfn.Response, url strin
 	return nil
 }
 
+// maxReply is the most a custom resource's reply may hold, in bytes of its
+// JSON body.
+const maxReply = 4096
+
+// reasonCut ends a Reason that was cut to fit the reply.
+const reasonCut = "… (the function's log has the rest)"
+
 // reason is the failure CloudFormation shows in the stack's events: the
-// error's text, within the 4 KB a reply may carry.
-func reason(err error) string {
-	s := err.Error()
-	if len(s) > 2000 {
-		s = s[:2000] + "… (the function's log has the rest)"
+// error's text, which replyBody cuts to fit the reply.
+func reason(err error) string { return err.Error() }
+
+// replyBody marshals resp, cutting its Reason (at a character boundary,
+// with reasonCut) so that the JSON body fits maxReply bytes: escaping can
+// make the body longer than the text.
+func replyBody(resp *cfn.Response) ([]byte, error) {
+	body, err := json.Marshal(resp)
+	if err != nil || len(body) <= maxReply {
+		return body, err
 	}
-	return s
+	full := []rune(resp.Reason)
+	defer func(r string) { resp.Reason = r }(resp.Reason)
+	lo, hi := 0, len(full) // the longest prefix that fits is in [lo, hi)
+	var fit []byte
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		resp.Reason = string(full[:mid]) + reasonCut
+		b, err := json.Marshal(resp)
+		if err != nil {
+			return nil, err
+		}
+		if len(b) <= maxReply {
+			lo, fit = mid, b
+		} else {
+			hi = mid - 1
+		}
+	}
+	if fit == nil {
+		resp.Reason = reasonCut
+		if fit, err = json.Marshal(resp); err != nil {
+			return nil, err
+		}
+		if len(fit) > maxReply {
+			return nil, fmt.Errorf("the reply is %d bytes without its reason, over CloudFormation's %d", len(fit), maxReply)
+		}
+	}
+	return fit, nil
 }

@@ -9,9 +9,11 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -137,4 +139,44 @@ func TestCustomResourceReplyTimesOut(t *testing.T) {
 	cr.ReplyTimeout = time.Minute
 	_, err = cr.Handle(ctx, request("Update", srv.URL))
 	require.ErrorIs(t, err, context.DeadlineExceeded)
+}
+
+// TestCustomResourceReplyFits: a long failure whose text JSON escapes to
+// more bytes (quotes, <, >, &, non-ASCII) is cut so that the marshalled
+// reply fits CloudFormation's 4,096 bytes, at a character boundary, saying
+// that the log has the rest.
+func TestCustomResourceReplyFits(t *testing.T) {
+	t.Parallel()
+	var sizes []int
+	var last map[string]any
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		b, _ := io.ReadAll(req.Body)
+		sizes = append(sizes, len(b))
+		last = nil
+		_ = json.Unmarshal(b, &last)
+	}))
+	t.Cleanup(srv.Close)
+	for _, text := range []string{
+		strings.Repeat(`<"&>`, 1500),
+		strings.Repeat("é", 3000),
+		strings.Repeat("x", 4100),
+		"short",
+	} {
+		cr := &dbsetup.CustomResource{
+			ResourceID: "ichido-database-setup",
+			Setup:      func(context.Context) (dbsetup.Summary, error) { return dbsetup.Summary{}, errors.New(text) },
+			Log:        slog.New(slog.NewTextHandler(io.Discard, nil)),
+		}
+		_, err := cr.Handle(context.Background(), request("Create", srv.URL))
+		require.NoError(t, err)
+		require.LessOrEqual(t, sizes[len(sizes)-1], 4096)
+		reason := last["Reason"].(string)
+		require.True(t, utf8.ValidString(reason))
+		if text == "short" {
+			require.Equal(t, "short", reason)
+			continue
+		}
+		require.True(t, strings.HasSuffix(reason, "… (the function's log has the rest)"), "cut, saying so: %.60s…", reason)
+		require.Greater(t, sizes[len(sizes)-1], 3500, "cut no more than it must")
+	}
 }

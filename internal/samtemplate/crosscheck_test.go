@@ -950,6 +950,10 @@ func TestSamconfig(t *testing.T) {
 	require.Equal(t, "env.json", sections["default.local_invoke.parameters"]["env_vars"])
 	require.Equal(t, "env.json", sections["default.local_start_api.parameters"]["env_vars"])
 	require.Equal(t, "3000", sections["default.local_start_api.parameters"]["port"])
+	// sam sync --watch updates its stack in place: never the deployed one.
+	sync := sections["default.sync.parameters"]
+	require.NotEmpty(t, sync["stack_name"], "sam sync has a stack of its own")
+	require.NotEqual(t, sections["default.global.parameters"]["stack_name"], sync["stack_name"], "sam sync has a stack of its own")
 	// A parameter pinned here would silently undo a choice made with
 	// --parameter-overrides on the next plain `sam deploy`.
 	for _, name := range profileParameters {
