@@ -1,15 +1,15 @@
 module github.com/ichido/ichido
 
-go 1.26.6
+go 1.26.0
 
 require (
 	github.com/anishathalye/porcupine v1.3.1
 	github.com/aws/aws-lambda-go v1.55.1
 	github.com/aws/aws-sdk-go-v2 v1.48.0
-	github.com/aws/aws-sdk-go-v2/config v1.33.18 // indirect
-	github.com/aws/aws-sdk-go-v2/credentials v1.21.0
+	github.com/aws/aws-sdk-go-v2/config v1.33.21 // indirect
+	github.com/aws/aws-sdk-go-v2/credentials v1.21.3
 	github.com/aws/aws-sdk-go-v2/feature/rds/auth v1.7.12 // indirect
-	github.com/aws/aws-sdk-go-v2/service/dynamodb v1.74.0
+	github.com/aws/aws-sdk-go-v2/service/dynamodb v1.74.1
 	github.com/aws/smithy-go v1.28.9
 	github.com/go-chi/chi/v5 v5.5.0
 	github.com/google/pprof v0.0.0-20261105003125-4bf881d7fb0b
@@ -31,6 +31,14 @@ require (
 )
 
 require (
+	github.com/ichido/ichido/pkg/dbpool v0.0.0
+	github.com/ichido/ichido/pkg/idempotency/dynamostore v0.0.0
+	github.com/ichido/ichido/pkg/idempotency/pgstore v0.0.0
+	github.com/ichido/ichido/pkg/idempotency/redisstore v0.0.0
+	github.com/ichido/ichido/pkg/idempotency/storeenv v0.0.0
+)
+
+require (
 	codeberg.org/go-fonts/liberation v0.5.0 // indirect
 	codeberg.org/go-latex/latex v0.2.0 // indirect
 	codeberg.org/go-pdf/fpdf v0.11.1 // indirect
@@ -44,10 +52,10 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/internal/accept-encoding v1.13.25 // indirect
 	github.com/aws/aws-sdk-go-v2/service/internal/endpoint-discovery v1.13.12 // indirect
 	github.com/aws/aws-sdk-go-v2/service/internal/presigned-url v1.14.12 // indirect
-	github.com/aws/aws-sdk-go-v2/service/signin v1.13.1 // indirect
+	github.com/aws/aws-sdk-go-v2/service/signin v1.14.0 // indirect
 	github.com/aws/aws-sdk-go-v2/service/sso v1.39.5 // indirect
 	github.com/aws/aws-sdk-go-v2/service/ssooidc v1.44.5 // indirect
-	github.com/aws/aws-sdk-go-v2/service/sts v1.52.0 // indirect
+	github.com/aws/aws-sdk-go-v2/service/sts v1.53.0 // indirect
 	github.com/bahlo/generic-list-go v0.2.0 // indirect
 	github.com/basgys/goxml2json v1.1.1-0.20231018121955-e66ee54ceaad // indirect
 	github.com/buger/jsonparser v1.6.1 // indirect
@@ -85,21 +93,29 @@ require (
 
 tool honnef.co/go/tools/cmd/staticcheck
 
-// The library (pkg/), its OpenTelemetry adapter (pkg/idempotency/otelidem/,
-// which gives the local API its spans) and the test helpers
-// (internal/testkit/) are modules of their own in this repository, so that
-// a program that imports the library does not get the sample app's and the
-// tooling's dependencies. They are used from their folders here, also with
-// GOWORK=off; go.work puts the repository's modules in one workspace for
-// development (make test, make lint).
 require (
 	github.com/ichido/ichido/internal/testkit v0.0.0
 	github.com/ichido/ichido/pkg v0.0.0
 	github.com/ichido/ichido/pkg/idempotency/otelidem v0.0.0
 )
 
+// Every module of the workspace at the development placeholder v0.0.0, its
+// folder in this checkout. The published modules require their siblings at
+// v0.0.0 between releases (make release writes the release's version), and
+// these replaces, which apply to the whole workspace, resolve them.
 replace (
+	github.com/ichido/ichido/cmd/keystore => ./cmd/keystore
+	github.com/ichido/ichido/internal/libtest => ./internal/libtest
 	github.com/ichido/ichido/internal/testkit => ./internal/testkit
 	github.com/ichido/ichido/pkg => ./pkg
+	github.com/ichido/ichido/pkg/dbpool => ./pkg/dbpool
+	github.com/ichido/ichido/pkg/idempotency/connectidem => ./pkg/idempotency/connectidem
+	github.com/ichido/ichido/pkg/idempotency/dynamostore => ./pkg/idempotency/dynamostore
+	github.com/ichido/ichido/pkg/idempotency/echoidem => ./pkg/idempotency/echoidem
+	github.com/ichido/ichido/pkg/idempotency/ginidem => ./pkg/idempotency/ginidem
+	github.com/ichido/ichido/pkg/idempotency/grpcidem => ./pkg/idempotency/grpcidem
 	github.com/ichido/ichido/pkg/idempotency/otelidem => ./pkg/idempotency/otelidem
+	github.com/ichido/ichido/pkg/idempotency/pgstore => ./pkg/idempotency/pgstore
+	github.com/ichido/ichido/pkg/idempotency/redisstore => ./pkg/idempotency/redisstore
+	github.com/ichido/ichido/pkg/idempotency/storeenv => ./pkg/idempotency/storeenv
 )

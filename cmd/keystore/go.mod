@@ -1,16 +1,19 @@
 // The operations command: a module of its own beside the library's, so that
-// `go install github.com/ichido/ichido/cmd/keystore@<version>` works (go
-// install refuses a module whose go.mod replaces anything). In this
-// repository go.work puts the library and the test helpers in place.
+// `go install github.com/ichido/ichido/cmd/keystore@<version>` and
+// `go get -tool` work. In this repository go.work joins it with the library.
 module github.com/ichido/ichido/cmd/keystore
 
-go 1.26.6
+go 1.26.0
 
 require (
 	github.com/aws/aws-lambda-go v1.55.1
 	github.com/google/uuid v1.6.0
 	github.com/ichido/ichido/internal/testkit v0.0.0
 	github.com/ichido/ichido/pkg v0.0.0
+	github.com/ichido/ichido/pkg/idempotency/dynamostore v0.0.0
+	github.com/ichido/ichido/pkg/idempotency/pgstore v0.0.0
+	github.com/ichido/ichido/pkg/idempotency/redisstore v0.0.0
+	github.com/ichido/ichido/pkg/idempotency/storeenv v0.0.0
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/stretchr/testify v1.12.1
 )
@@ -34,6 +37,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/sts v1.52.0 // indirect
 	github.com/aws/smithy-go v1.28.9 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/ichido/ichido/pkg/dbpool v0.0.0 // indirect
 	github.com/jackc/pgerrcode v0.0.0-20250907135507-afb5586c32a6 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
@@ -45,4 +49,3 @@ require (
 	golang.org/x/sys v0.50.0 // indirect
 	golang.org/x/text v0.44.0 // indirect
 )
-

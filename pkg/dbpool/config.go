@@ -124,9 +124,10 @@ type Config struct {
 	// answered 503 before Lambda's timeout rather than end in it.
 	ConnectTimeout time.Duration
 
-	// lookup resolves host names in iam mode instead of the system
-	// resolver; tests set it (export_test.go) to reach an endpoint name.
-	lookup func(ctx context.Context, host string) ([]string, error)
+	// LookupFunc resolves the host name to addresses in iam mode, where the
+	// token is signed for the name and the connection goes to an address.
+	// Defaults to the system resolver.
+	LookupFunc func(ctx context.Context, host string) ([]string, error)
 }
 
 // QueryMode says how the pool sends queries.

@@ -160,8 +160,8 @@ func iamPoolConfig(ctx context.Context, cfg Config) (*pgxpool.Config, error) {
 	// PGOPTIONS...) could pin proxy sessions; send none.
 	cc.RuntimeParams = map[string]string{}
 	cc.ConnectTimeout = cfg.ConnectTimeout
-	if cfg.lookup != nil {
-		cc.LookupFunc = cfg.lookup
+	if cfg.LookupFunc != nil {
+		cc.LookupFunc = cfg.LookupFunc
 	}
 
 	endpoint := net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port))

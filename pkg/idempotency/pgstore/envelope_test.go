@@ -40,7 +40,7 @@ func envelopeCases() []idemstore.Response {
 // hand-written parser must take that text and give what encoding/json gives.
 func TestEnvelopeThroughJSONB(t *testing.T) {
 	t.Parallel()
-	db := newDB(t)
+	db := testDB(t)
 	ctx := context.Background()
 	for i, want := range envelopeCases() {
 		text, err := pgstore.EncodeEnvelope(want)
@@ -48,7 +48,7 @@ func TestEnvelopeThroughJSONB(t *testing.T) {
 		require.True(t, json.Valid([]byte(text)), "case %d: %s", i, text)
 
 		var stored string
-		require.NoError(t, db.Pool.QueryRow(ctx, `SELECT $1::jsonb::text`, text).Scan(&stored))
+		require.NoError(t, db.QueryRow(ctx, `SELECT $1::jsonb::text`, text).Scan(&stored))
 		env, ok := pgstore.ParseEnvelope(stored)
 		require.True(t, ok, "case %d: the parser refused PostgreSQL's text %.200s", i, stored)
 		var reference pgstore.Envelope

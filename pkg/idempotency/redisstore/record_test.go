@@ -1,17 +1,13 @@
 package redisstore
 
 import (
-	"context"
 	"math"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/internal/testkit/redistest"
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 )
 
@@ -206,53 +202,4 @@ func FuzzDecodeRecord(f *testing.F) {
 		}
 		require.Equal(t, rec, rec2)
 	})
-}
-
-// TestCompleteScriptWritesTheFormat: the completion writes the value that
-// encodeRecord writes, built from the in-progress record by the complete
-// script on the server (Redis 7.0) or by completedRecord for SET … IFEQ
-// (Valkey 8.1, where the script is not called: the store's first
-// completion decides); the claim writes encodeClaim's.
-func TestCompleteScriptWritesTheFormat(t *testing.T) {
-	t.Parallel()
-	for server, client := range map[string]*redis.Client{"redis": redistest.NewClient(t), "valkey": redistest.NewValkeyClient(t)} {
-		t.Run(server, func(t *testing.T) {
-			t.Parallel()
-			completesInFormat(t, client, server == "valkey")
-		})
-	}
-}
-
-func completesInFormat(t *testing.T, client *redis.Client, native bool) {
-	st := New(client, &Options{KeyPrefix: "format:" + uuid.NewString() + ":"})
-	ctx := context.Background()
-	for name, rec := range sampleRecords() {
-		t.Run(name, func(t *testing.T) {
-			if rec.Response != nil && len(rec.Response.Headers) > 1 {
-				t.Skip("the order of several headers is not fixed")
-			}
-			c := idemstore.Claim{Ref: idemstore.Ref{UserID: uuid.NewString(), Key: uuid.NewString(), Owner: rec.Owner}, Fingerprint: rec.Fingerprint,
-				Now: rec.CreatedAt, LeaseUntil: rec.CreatedAt.Add(time.Minute), ExpiresAt: rec.CreatedAt.Add(time.Hour)}
-			res, err := st.Claim(ctx, c)
-			require.NoError(t, err)
-			require.True(t, res.Claimed)
-			want, err := encodeClaim(c)
-			require.NoError(t, err)
-			key := st.Key(c.UserID, c.Key)
-			require.Equal(t, string(want), client.Get(ctx, key).Val())
-			if rec.Response == nil {
-				require.NoError(t, st.Release(ctx, c.Ref))
-				return
-			}
-			require.NoError(t, st.Complete(ctx, idemstore.Completion{Ref: c.Ref, Response: *rec.Response, Now: c.Now, ExpiresAt: rec.ExpiresAt}))
-			want, err = encodeRecord(rec)
-			require.NoError(t, err)
-			require.Equal(t, string(want), client.Get(ctx, key).Val())
-			path := nativeOff
-			if native {
-				path = nativeOn
-			}
-			require.Equal(t, path, st.native.Load(), "whether the server has SET … IFEQ")
-		})
-	}
 }

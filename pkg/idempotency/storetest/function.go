@@ -17,7 +17,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/internal/testkit/capture"
 	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 )
@@ -42,7 +41,7 @@ type funcEnv struct {
 	t     *testing.T
 	store *faultyStore
 	clock *fakeClock
-	logs  *capture.Buffer
+	logs  *logBuffer
 	name  string
 	runs  sync.Map // key -> *atomic.Int32
 }
@@ -52,7 +51,7 @@ func newFuncEnv(t *testing.T, store idemstore.Store) *funcEnv {
 		t:     t,
 		store: &faultyStore{inner: store},
 		clock: newFakeClock(),
-		logs:  &capture.Buffer{},
+		logs:  &logBuffer{},
 		name:  "case-" + uuid.NewString(),
 	}
 }

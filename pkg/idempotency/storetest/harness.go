@@ -16,7 +16,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/internal/testkit/capture"
 	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/internal/apigw"
@@ -157,7 +156,7 @@ func (c *fakeClock) Advance(d time.Duration) {
 }
 
 // jsonLines returns each JSON line written to b so far, decoded.
-func jsonLines(t *testing.T, b *capture.Buffer) []map[string]any {
+func jsonLines(t *testing.T, b *logBuffer) []map[string]any {
 	t.Helper()
 	var out []map[string]any
 	for line := range strings.SplitSeq(strings.TrimSpace(b.String()), "\n") {

@@ -17,7 +17,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/ichido/ichido/internal/testkit/capture"
 	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/internal/apigw"
@@ -63,8 +62,8 @@ type env struct {
 	p       payload
 	store   *faultyStore
 	clock   *fakeClock
-	logs    *capture.Buffer
-	metrics *capture.Buffer
+	logs    *logBuffer
+	metrics *logBuffer
 	runs    atomic.Int32
 	user    string
 	key     string
@@ -76,8 +75,8 @@ func newEnv(t *testing.T, p payload, store idemstore.Store) *env {
 		p:       p,
 		store:   &faultyStore{inner: store},
 		clock:   newFakeClock(),
-		logs:    &capture.Buffer{},
-		metrics: &capture.Buffer{},
+		logs:    &logBuffer{},
+		metrics: &logBuffer{},
 		user:    uuid.NewString(),
 		key:     uuid.NewString(),
 	}

@@ -161,7 +161,7 @@ func afterFirst(hook *commandHook, name string, f func()) {
 // the takeover script, which writes the caller's record.
 func TestTakeover(t *testing.T) {
 	t.Parallel()
-	st, hook, other := hookedStore(t, servers[0])
+	st, hook, _ := hookedStore(t, servers[0])
 	ctx := context.Background()
 	old, next := abandoned(t, st)
 	hook.take()
@@ -172,7 +172,7 @@ func TestTakeover(t *testing.T) {
 	names := hook.take()
 	require.Equal(t, "set", names[0])
 	require.Contains(t, [][]string{{"evalsha"}, {"evalsha", "eval"}}, names[1:], "the takeover script")
-	rec, err := redisstore.DecodeRecord(other.Get(ctx, st.Key(old.UserID, old.Key)).Val())
+	rec, err := storedRecord(ctx, st, old.Ref)
 	require.NoError(t, err)
 	require.Equal(t, next.Owner, rec.Owner)
 	require.True(t, next.Now.Truncate(time.Microsecond).Equal(rec.CreatedAt))
@@ -193,7 +193,7 @@ func TestTakeoverKeyVanished(t *testing.T) {
 	res, err := st.Claim(ctx, next)
 	require.NoError(t, err)
 	require.True(t, res.Claimed)
-	rec, err := redisstore.DecodeRecord(other.Get(ctx, key).Val())
+	rec, err := storedRecord(ctx, st, old.Ref)
 	require.NoError(t, err)
 	require.Equal(t, next.Owner, rec.Owner)
 	require.InDelta(t, (24 * time.Hour).Seconds(), other.PTTL(ctx, key).Val().Seconds(), 5)

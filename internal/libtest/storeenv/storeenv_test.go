@@ -3,6 +3,8 @@ package storeenv_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
 	"testing"
 
@@ -147,3 +149,9 @@ func TestOpenRefusesBadSettings(t *testing.T) {
 	_, _, err := storeenv.Open(context.Background(), env(map[string]string{"DB_AUTH": "url"}), nil)
 	require.ErrorIs(t, err, dbpool.ErrConfig)
 }
+
+var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+type discardWriter struct{}
+
+func (discardWriter) Write(p []byte) (int, error) { return len(p), nil }

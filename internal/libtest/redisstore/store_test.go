@@ -228,7 +228,7 @@ func TestKeyExpiry(t *testing.T) {
 			require.NoError(t, st.Complete(ctx, done))
 			requirePTTL(t, key, done.ExpiresAt)
 
-			rec, err := redisstore.DecodeRecord(client.Get(ctx, key).Val())
+			rec, err := storedRecord(ctx, st, c.Ref)
 			require.NoError(t, err)
 			require.True(t, rec.LeaseUntil.IsZero(), "a completed record has no lease")
 		})
@@ -438,4 +438,13 @@ func TestCluster(t *testing.T) {
 		t.Cleanup(func() { _ = c.Close() })
 		return redisstore.New(c, nil)
 	}})
+}
+
+// storedRecord is the record of ref as the store reads it back (Get).
+func storedRecord(ctx context.Context, st *redisstore.Store, ref idemstore.Ref) (idemstore.Record, error) {
+	rec, found, err := st.Get(ctx, ref.UserID, ref.Key)
+	if err == nil && !found {
+		err = fmt.Errorf("no record for user %s key %s", ref.UserID, ref.Key)
+	}
+	return rec, err
 }

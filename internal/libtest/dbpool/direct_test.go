@@ -70,7 +70,7 @@ func TestDirectClusterIAM(t *testing.T) {
 	require.Equal(t, 2*time.Second, cfg.ConnectTimeout)
 	var calls, lookups atomic.Int64
 	cfg.Credentials = rotatingCredentials(&calls)
-	pool, err := dbpool.New(t.Context(), dbpool.WithLookup(cfg, toLoopback(&lookups)))
+	pool, err := dbpool.New(t.Context(), withLookup(cfg, toLoopback(&lookups)))
 	require.NoError(t, err)
 	defer pool.Close()
 
@@ -109,7 +109,7 @@ func TestDirectClusterTLSVerifyFull(t *testing.T) {
 			require.NoError(t, err)
 			cfg.Credentials = rotatingCredentials(new(atomic.Int64))
 			var lookups atomic.Int64
-			_, err = dbpool.Open(t.Context(), dbpool.WithLookup(cfg, toLoopback(&lookups)))
+			_, err = dbpool.Open(t.Context(), withLookup(cfg, toLoopback(&lookups)))
 			require.ErrorContains(t, err, tc.wantErr)
 			require.NotErrorIs(t, err, dbpool.ErrUnreachable, "a TLS failure is not a reason to wait")
 			passwords, _, plaintext, sslAsked := f.seen()
@@ -174,7 +174,7 @@ func TestUnreachableServer(t *testing.T) {
 			cfg, err := dbpool.ConfigFromEnv(getenv(env))
 			require.NoError(t, err)
 			cfg.Credentials = rotatingCredentials(new(atomic.Int64))
-			cfg = dbpool.WithLookup(cfg, toLoopback(new(atomic.Int64)))
+			cfg = withLookup(cfg, toLoopback(new(atomic.Int64)))
 
 			// The caller's own deadline (the function's timeout) is far
 			// away: the connect timeout, not it, ends each attempt.
@@ -266,4 +266,11 @@ func TestDirectConfigFromEnv(t *testing.T) {
 	require.ErrorContains(t, err, "holds no PEM certificate")
 	_, err = dbpool.ConfigFromEnv(getenv(iamEnv(map[string]string{"DB_CONNECT_TIMEOUT": "2m"})))
 	require.ErrorIs(t, err, dbpool.ErrConfig)
+}
+
+// withLookup returns cfg resolving host names with lookup, so that a test
+// can connect to an endpoint name that only it knows.
+func withLookup(cfg dbpool.Config, lookup func(context.Context, string) ([]string, error)) dbpool.Config {
+	cfg.LookupFunc = lookup
+	return cfg
 }

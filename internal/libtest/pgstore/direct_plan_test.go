@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -48,7 +50,8 @@ func TestPreparedClaimPlanAfterEmptyAnalyze(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, res.Claimed)
 	require.NoError(t, st.Complete(ctx, idemstore.Completion{Ref: first.Ref, Response: idemstore.Response{StatusCode: 201, Body: "{}"}, Now: now, ExpiresAt: now.Add(time.Hour)}))
-	_, err = conn.Exec(ctx, `PREPARE unguarded (uuid, text, text, text, timestamptz, timestamptz, timestamptz) AS `+st.ClaimDirectSQL(), pgx.QueryExecModeSimpleProtocol)
+	claimSQL := claimStatement(t, conn, "")
+	_, err = conn.Exec(ctx, `PREPARE unguarded (uuid, text, text, text, timestamptz, timestamptz, timestamptz) AS `+claimSQL, pgx.QueryExecModeSimpleProtocol)
 	require.NoError(t, err)
 	retry := claim(first.UserID, first.Key, "retry")
 	literal := func(c idemstore.Claim) string {
@@ -69,7 +72,7 @@ func TestPreparedClaimPlanAfterEmptyAnalyze(t *testing.T) {
 	pages := fillTenThousand(t, admin)
 
 	var cached string
-	require.NoError(t, conn.QueryRow(ctx, `SELECT name FROM pg_prepared_statements WHERE statement = $1`, st.ClaimDirectSQL()).Scan(&cached))
+	require.NoError(t, conn.QueryRow(ctx, `SELECT name FROM pg_prepared_statements WHERE statement = $1 AND name <> 'unguarded'`, claimSQL).Scan(&cached))
 	buffers := func(statement string, c idemstore.Claim) int {
 		t.Helper()
 		return planBuffers(t, conn, `EXECUTE `+statement+literal(c), pgx.QueryExecModeSimpleProtocol)
@@ -136,7 +139,7 @@ func TestPreparedClaimPlannedPerSchema(t *testing.T) {
 		require.True(t, res.Claimed)
 		var generic, custom int
 		require.NoError(t, conn.QueryRow(ctx, `SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = $1`,
-			pgx.QueryExecModeSimpleProtocol, st.ClaimDirectSQL()).Scan(&generic, &custom))
+			pgx.QueryExecModeSimpleProtocol, claimStatement(t, conn, schema)).Scan(&generic, &custom))
 		require.Equal(t, 1, generic, "%s: the claim's generic plan was made on the connection's first use", schema)
 		require.Equal(t, 1, custom, "%s: the claim itself was planned for the table as it is", schema)
 		_, found, err := st.Get(ctx, ref.UserID, ref.Key)
@@ -164,4 +167,19 @@ func analyzedEmpty(t *testing.T) (string, *pgxpool.Pool) {
 		require.NoError(t, err)
 	}
 	return cluster.URL(""), admin
+}
+
+// claimStatement is the text of the store's prepared claim as
+// pg_prepared_statements holds it for the connection of pool (one
+// connection): the read of the key table inside coalesce with the claim
+// function, in schema (empty: the connection's only one).
+func claimStatement(t *testing.T, pool *pgxpool.Pool, schema string) string {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `SELECT statement FROM pg_prepared_statements WHERE statement LIKE 'SELECT coalesce((SELECT CASE%'`, pgx.QueryExecModeSimpleProtocol)
+	require.NoError(t, err)
+	statements, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	statements = slices.DeleteFunc(statements, func(s string) bool { return !strings.Contains(s, schema) })
+	require.Len(t, statements, 1, "the store's claim on a direct connection is prepared once in schema %q", schema)
+	return statements[0]
 }
