@@ -14,7 +14,10 @@ import (
 // cron.use_background_workers on, each job runs in its database as the
 // user that scheduled it, with no login of that user's, and its run is
 // recorded in cron.job_run_details (status succeeded or failed, and the
-// error's text). A job runs when first seen and then every Every.
+// error's text). As pg_cron 1.4 does, a job runs at the start of each
+// minute its schedule names (in UTC), from the minute after the runner
+// first sees it: a job scheduled every minute waits up to a minute for its
+// first run, an hourly one until the hour.
 type FakeCronRunner struct {
 	stop context.CancelFunc
 	done sync.WaitGroup
@@ -22,8 +25,10 @@ type FakeCronRunner struct {
 
 // FakeCronOptions configure StartFakeCron.
 type FakeCronOptions struct {
-	// Every is how often a job runs again. Defaults to a minute, pg_cron's
-	// finest schedule before 1.5.
+	// Every, when set, runs each job as soon as the runner sees it and
+	// then every Every, whatever its schedule: for tests that cannot wait
+	// for an hourly purge. Zero (the default) runs jobs on their
+	// schedules, as pg_cron does.
 	Every time.Duration
 	// Poll is how often the runner looks for jobs. Defaults to 200ms.
 	Poll time.Duration
@@ -32,9 +37,6 @@ type FakeCronOptions struct {
 // StartFakeCron starts running the stand-in's jobs of a's cluster until
 // Stop.
 func StartFakeCron(a *Aurora, opts FakeCronOptions) *FakeCronRunner {
-	if opts.Every == 0 {
-		opts.Every = time.Minute
-	}
 	if opts.Poll == 0 {
 		opts.Poll = 200 * time.Millisecond
 	}
@@ -43,9 +45,9 @@ func StartFakeCron(a *Aurora, opts FakeCronOptions) *FakeCronRunner {
 	r.done.Add(1)
 	go func() {
 		defer r.done.Done()
-		last := map[int64]time.Time{}
+		seen := map[int64]*jobClock{}
 		for {
-			_ = r.tick(ctx, a, opts.Every, last)
+			_ = r.tick(ctx, a, opts.Every, seen)
 			select {
 			case <-ctx.Done():
 				return
@@ -63,39 +65,80 @@ func (r *FakeCronRunner) Stop() {
 }
 
 type fakeJob struct {
-	id                      int64
-	command, database, user string
+	id                                int64
+	schedule, command, database, user string
 }
 
-func (r *FakeCronRunner) tick(ctx context.Context, a *Aurora, every time.Duration, last map[int64]time.Time) error {
+// jobClock is what the runner keeps of a job between ticks.
+type jobClock struct {
+	schedule string
+	parsed   cronSchedule
+	valid    bool
+	// considered is the latest minute whose start the runner has judged
+	// (schedule mode), or the last run's start (with Every).
+	considered time.Time
+}
+
+// due says whether job runs now, and moves its clock on.
+func (c *jobClock) due(now time.Time, every time.Duration) bool {
+	if every > 0 {
+		if !c.considered.IsZero() && now.Sub(c.considered) < every {
+			return false
+		}
+		c.considered = now
+		return true
+	}
+	minute := now.UTC().Truncate(time.Minute)
+	if !minute.After(c.considered) {
+		return false
+	}
+	c.considered = minute
+	return c.valid && c.parsed.matches(minute)
+}
+
+func (r *FakeCronRunner) tick(ctx context.Context, a *Aurora, every time.Duration, seen map[int64]*jobClock) error {
 	conn, err := pgx.Connect(ctx, a.URL(""))
 	if err != nil {
 		return err
 	}
 	defer conn.Close(context.Background())
-	rows, err := conn.Query(ctx, `SELECT jobid, command, database, username FROM cron.job WHERE active ORDER BY jobid`)
+	rows, err := conn.Query(ctx, `SELECT jobid, schedule, command, database, username FROM cron.job WHERE active ORDER BY jobid`)
 	if err != nil {
 		return err
 	}
 	jobs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (fakeJob, error) {
 		var j fakeJob
-		return j, row.Scan(&j.id, &j.command, &j.database, &j.user)
+		return j, row.Scan(&j.id, &j.schedule, &j.command, &j.database, &j.user)
 	})
 	if err != nil {
 		return err
 	}
 	for _, j := range jobs {
-		if t, ok := last[j.id]; ok && time.Since(t) < every {
+		now := time.Now()
+		c, ok := seen[j.id]
+		if !ok {
+			c = &jobClock{}
+			if every == 0 {
+				// A job first seen runs from the next minute on.
+				c.considered = now.UTC().Truncate(time.Minute)
+			}
+			seen[j.id] = c
+		}
+		if c.schedule != j.schedule || !ok {
+			c.schedule = j.schedule
+			c.parsed, err = parseCronSchedule(j.schedule)
+			c.valid = err == nil
+		}
+		if !c.due(now, every) {
 			continue
 		}
-		last[j.id] = time.Now()
 		status, message := "succeeded", ""
 		if err := runAs(ctx, a, j); err != nil {
 			status, message = "failed", err.Error()
 		}
 		if _, err := conn.Exec(ctx, `INSERT INTO cron.job_run_details (jobid, job_pid, database, username, command, status, return_message, start_time, end_time)
 			VALUES ($1, pg_backend_pid(), $2, $3, $4, $5, $6, $7, clock_timestamp())`,
-			j.id, j.database, j.user, j.command, status, message, last[j.id]); err != nil {
+			j.id, j.database, j.user, j.command, status, message, now); err != nil {
 			return err
 		}
 	}
