@@ -205,7 +205,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	}
 	for _, name := range []string{"PGPASSWORD", "PGPASSFILE"} {
 		if getenv(name) != "" {
-			return Config{}, configErr(name, "is set but DB_AUTH is %q: the password is an IAM auth token built for each connection; unset %s", AuthIAM, name)
+			return Config{}, configErr(name, "is set but DB_AUTH is %q: the password is an IAM auth token the pool signs; unset %s", AuthIAM, name)
 		}
 	}
 	if m := env("PGSSLMODE"); m != "" && m != "verify-full" {

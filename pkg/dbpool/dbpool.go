@@ -35,7 +35,6 @@ import (
 	"syscall"
 
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/feature/rds/auth"
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -48,8 +47,9 @@ import (
 // request. The connection made stays in the pool for that first request.
 //
 // In iam mode the AWS credentials are resolved once here (the default chain
-// unless cfg.Credentials is set); each new connection then signs a new auth
-// token with them.
+// unless cfg.Credentials is set). New connections share one auth token
+// signed with them, renewed after 10 of its 15 minutes (sooner when the
+// credentials expire sooner).
 func New(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
 	pool, err := Open(ctx, cfg)
 	if err != nil && pool != nil {
@@ -119,8 +119,8 @@ func Open(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
 
 // iamPoolConfig builds the connection settings for RDS Proxy: verify-full
 // TLS, no fallback to another host or to plain text, no startup parameters
-// beyond user and database, and a BeforeConnect hook that signs a new auth
-// token for each connection.
+// beyond user and database, and a BeforeConnect hook that logs in with the
+// pool's current auth token.
 func iamPoolConfig(ctx context.Context, cfg Config) (*pgxpool.Config, error) {
 	creds := cfg.Credentials
 	if creds == nil {
@@ -165,8 +165,9 @@ func iamPoolConfig(ctx context.Context, cfg Config) (*pgxpool.Config, error) {
 	}
 
 	endpoint := net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port))
+	tokens := &authTokens{endpoint: endpoint, region: cfg.Region, user: cfg.User, creds: creds}
 	pc.BeforeConnect = func(ctx context.Context, cc *pgx.ConnConfig) error {
-		token, err := auth.BuildAuthToken(ctx, endpoint, cfg.Region, cfg.User, creds)
+		token, err := tokens.get(ctx)
 		if err != nil {
 			return fmt.Errorf("dbpool: building the IAM auth token for %s@%s: %w", cfg.User, endpoint, err)
 		}
