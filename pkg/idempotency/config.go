@@ -139,6 +139,17 @@ type Settings struct {
 	// (lambdacontext's TenantID), and "" (no tenant) elsewhere.
 	Tenant func(ctx context.Context) string
 
+	// RequireTenant refuses a run whose Tenant is "": 401 unauthenticated
+	// for an HTTP shape, ErrNoTenant for a function, before the store is
+	// consulted. Defaults to false: such a run is scoped to no tenant.
+	RequireTenant bool
+
+	// Drain, when set, tracks this shape's runs, so that a server that
+	// stops lets them finish and releases the records of those it cuts off
+	// (Drain.Shutdown). Share one Drain among every shape of a server.
+	// Defaults to nil: none.
+	Drain *Drain
+
 	// Owner returns the owner token of a run's claim, unique per run: the
 	// store fences the record's writes by it. Defaults to the Lambda
 	// request id (plus a random suffix per function call, since an SQS
@@ -153,8 +164,10 @@ type Settings struct {
 	Logger *slog.Logger
 
 	// Metrics receives one CloudWatch Embedded Metric Format line per
-	// protected run. Defaults to standard output; io.Discard turns them
-	// off.
+	// protected run. Defaults to standard output inside Lambda (where
+	// AWS_LAMBDA_FUNCTION_NAME is set), whose log stream CloudWatch reads
+	// as metrics, and to io.Discard elsewhere. Set os.Stdout to keep them
+	// on a server whose logs reach CloudWatch.
 	Metrics io.Writer
 
 	// LogDigestSecret, when set (32 bytes or more), makes the log line show
@@ -202,7 +215,10 @@ func (s Settings) withDefaults(owner func(context.Context) string) Settings {
 		s.Logger = slog.New(slog.NewJSONHandler(os.Stdout, nil))
 	}
 	if s.Metrics == nil {
-		s.Metrics = os.Stdout
+		s.Metrics = io.Discard
+		if inLambda() {
+			s.Metrics = os.Stdout
+		}
 	}
 	if s.Namespace == "" {
 		s.Namespace = DefaultNamespace
@@ -377,6 +393,10 @@ func (c Config) replayHeaderNames() []string {
 	}
 	return names
 }
+
+// inLambda reports whether the process runs in Lambda, whose runtime sets
+// AWS_LAMBDA_FUNCTION_NAME.
+func inLambda() bool { return os.Getenv("AWS_LAMBDA_FUNCTION_NAME") != "" }
 
 func defaultOwner(ctx context.Context) string {
 	if lc, ok := lambdacontext.FromContext(ctx); ok && lc.AwsRequestID != "" {

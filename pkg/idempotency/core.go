@@ -50,6 +50,8 @@ type engine struct {
 	// logDigest keys the digests a log line shows for keys and users (nil:
 	// their values).
 	logDigest []byte
+	// drain tracks the runs for a clean shutdown (nil: none).
+	drain *Drain
 }
 
 // newEngine returns the engine of a defaulted Config.
@@ -72,6 +74,7 @@ func newEngine(cfg Config) *engine {
 		observer:          cfg.Observer,
 		storeName:         storeName(cfg.Store),
 		logDigest:         cfg.LogDigestSecret,
+		drain:             cfg.Drain,
 	}
 }
 
@@ -134,6 +137,14 @@ const (
 // a duplicate that finds the record in progress for the same request waits
 // for the first run's answer when Config.WaitForResult is set (wait.go).
 func (e *engine) claim(ctx context.Context, obs *observation, userID, key, hash string) (idemstore.Ref, idemstore.ClaimResult, error) {
+	if e.drain != nil && obs.drain == nil {
+		run, ok := e.drain.enter()
+		if !ok {
+			obs.err = ErrShuttingDown
+			return idemstore.Ref{UserID: userID, Key: key}, idemstore.ClaimResult{}, ErrShuttingDown
+		}
+		obs.drain, obs.drained = run, e.drain
+	}
 	obs.hash = hash
 	obs.leaseFrom = time.Now() // read before the clock: never later than the lease's start
 	now := e.clock()
@@ -170,6 +181,9 @@ func (e *engine) claim(ctx context.Context, obs *observation, userID, key, hash 
 	}
 	if res.Claimed {
 		obs.claimed = true
+		if obs.drain != nil {
+			e.drain.claimed(obs.drain, func(ctx context.Context) error { return e.store.Release(ctx, ref) })
+		}
 	} else {
 		if res.Record.Response != nil {
 			obs.origin = res.Record.Response.Origin
@@ -284,6 +298,12 @@ func (e *engine) execute(ctx context.Context, state *runState, obs *observation,
 	var hb *heartbeat
 	if obs.heartbeat {
 		runCtx, hb = e.startHeartbeat(ctx, state, obs.leaseFrom)
+	}
+	if obs.drain != nil {
+		var cancel context.CancelCauseFunc
+		runCtx, cancel = context.WithCancelCause(runCtx)
+		defer cancel(nil)
+		e.drain.started(obs.drain, cancel)
 	}
 	start := time.Now()
 	returned := false

@@ -27,3 +27,8 @@ var ErrNoKey = errors.New("idempotency: the input has no idempotency key")
 // handler of SQSHandler when no record of the batch succeeded, so that the
 // whole batch is retried even where ReportBatchItemFailures was left off.
 var ErrBatchFailed = errors.New("idempotency: every record of the batch failed")
+
+// ErrNoTenant is returned by a function made idempotent by Function when
+// Settings.RequireTenant is set and the call has no tenant: the function
+// did not run. The HTTP shapes answer such a request 401 unauthenticated.
+var ErrNoTenant = errors.New("idempotency: the call has no tenant, and Settings.RequireTenant is set")

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/internal/canonjson"
+	"github.com/ichido/ichido/pkg/idempotency/internal/rpcmethod"
 	"github.com/ichido/ichido/pkg/idempotency/observe"
 )
 
@@ -144,8 +145,8 @@ func (f *function[In, Out]) mismatch(recorded, hash string) bool {
 
 // call is the flow of one call: key, claim, then run, replay or refuse.
 func (f *function[In, Out]) call(ctx context.Context, in In) (out Out, err error) {
-	obs := &observation{start: f.cfg.Clock(), function: f.cfg.Name}
-	ctx = f.e.startSpan(ctx, obs, observe.Call{Shape: f.shape, Function: f.cfg.Name})
+	obs := &observation{start: f.cfg.Clock(), function: f.cfg.Name, method: rpcmethod.From(ctx)}
+	ctx = f.e.startSpan(ctx, obs, observe.Call{Shape: f.shape, Function: f.cfg.Name, RPCMethod: obs.method})
 	defer func() { obs.emit(ctx, f.cfg.Logger, f.e.metrics) }()
 
 	key, scope, hash, err := f.identify(ctx, in)
@@ -159,6 +160,10 @@ func (f *function[In, Out]) call(ctx context.Context, in In) (out Out, err error
 	obs.key, obs.user = key, scope
 
 	tenant := f.cfg.Tenant(ctx)
+	if tenant == "" && f.cfg.RequireTenant {
+		obs.outcome, obs.err = OutcomeRejected, ErrNoTenant
+		return out, ErrNoTenant
+	}
 	obs.tenant = tenant
 	userID, keyRef := FunctionRecordID(f.cfg.KeyPrefix, f.cfg.Name, scope, key)
 	userID = TenantUserID(tenant, userID)
@@ -171,7 +176,11 @@ func (f *function[In, Out]) call(ctx context.Context, in In) (out Out, err error
 		// for it under the record's own.
 		ref, res, err = f.e.claim(ctx, obs, userID, keyRef, res.Record.Fingerprint)
 	}
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrShuttingDown):
+		obs.outcome = OutcomeRejected
+		return out, err
+	case err != nil:
 		obs.outcome = OutcomeStoreError
 		return out, err
 	}

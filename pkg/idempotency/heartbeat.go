@@ -63,9 +63,10 @@ type heartbeat struct {
 	quit   chan struct{}
 	done   chan struct{}
 
-	calls int
-	ms    float64
-	err   error // the last failure, if any
+	calls   int
+	renewed bool // a renewal succeeded
+	ms      float64
+	err     error // the last failure, if any
 }
 
 // startHeartbeat renews the run's lease every Heartbeat/heartbeatBeats,
@@ -144,6 +145,7 @@ func (hb *heartbeat) beat(ctx context.Context, granted time.Time, hold time.Dura
 		}
 		switch {
 		case err == nil:
+			hb.renewed = true
 			granted, last = sent, nil
 			told.Reset(time.Until(granted.Add(hold)))
 		case errors.Is(err, idemstore.ErrLeaseLost):
@@ -188,6 +190,7 @@ func (hb *heartbeat) stop(obs *observation) {
 	close(hb.quit)
 	<-hb.done
 	hb.cancel(nil)
+	obs.renewed = hb.renewed
 	if hb.calls > 0 {
 		obs.storeMS = append(obs.storeMS, storeCall{op: "renew", ms: hb.ms, calls: hb.calls})
 	}

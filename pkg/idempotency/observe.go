@@ -71,7 +71,7 @@ const metricStorePermanent = "store_permanent"
 // one log line and one EMF line.
 type observation struct {
 	start     time.Time
-	method    string
+	method    string // the HTTP method, or a gRPC or Connect call's ("pkg.Service/Method")
 	path      string
 	function  string // the name of a Function or SQSHandler
 	key       string
@@ -93,15 +93,18 @@ type observation struct {
 	cached    bool      // answered from the local cache, no store call
 	waited    bool      // a duplicate polled for the first run's answer
 	waitedMS  float64   // how long it waited, polls and pauses
-	heartbeat bool      // the run's lease is renewed while it runs
+	heartbeat bool      // the run renews its lease while it runs
+	renewed   bool      // a renewal of the run's lease succeeded
 	// leaseFrom is when, on the local monotonic clock, the lease of the
 	// last claim sent was measured from (a heartbeat run is told before it
 	// could run out).
 	leaseFrom time.Time
 
-	digest []byte            // Config.LogDigestSecret: log digests, not values
-	span   observe.Span      // the call's span, when Config.Observer is set
-	origin *idemstore.Origin // a replay's: the traced run that produced it
+	drain   *drainRun         // the call as Config.Drain tracks it
+	drained *Drain            // the Drain that tracks it
+	digest  []byte            // Config.LogDigestSecret: log digests, not values
+	span    observe.Span      // the call's span, when Config.Observer is set
+	origin  *idemstore.Origin // a replay's: the traced run that produced it
 }
 
 // storeCall is the latency of one Store call; a repeated call adds up.
@@ -181,7 +184,7 @@ func (o *observation) result() observe.Result {
 		Outcome: string(o.outcome), Status: o.status,
 		Claimed: o.claimed, Replayed: o.outcome == OutcomeReplayed, Cached: o.cached,
 		Waited: o.waited, WaitedFor: time.Duration(o.waitedMS * float64(time.Millisecond)),
-		Heartbeat: o.heartbeat, Retried: o.retried(),
+		Heartbeat: o.renewed, Retried: o.retried(),
 	}
 	switch {
 	case o.permanent:
@@ -200,6 +203,9 @@ func (o *observation) result() observe.Result {
 }
 
 func (o *observation) emit(ctx context.Context, logger *slog.Logger, metrics *emf.Writer) {
+	if o.drain != nil {
+		defer o.drained.leave(o.drain)
+	}
 	if o.span != nil {
 		o.span.End(o.result())
 	}
@@ -216,6 +222,10 @@ func (o *observation) emit(ctx context.Context, logger *slog.Logger, metrics *em
 		attrs := append(buf[:0], slog.String("outcome", string(o.outcome)))
 		if o.function != "" {
 			attrs = append(attrs, slog.String("function", o.function))
+			if o.method != "" {
+				// A gRPC or Connect call's method.
+				attrs = append(attrs, slog.String("method", o.method))
+			}
 		} else {
 			attrs = append(attrs, slog.String("method", o.method))
 			if o.digest == nil {
@@ -246,7 +256,7 @@ func (o *observation) emit(ctx context.Context, logger *slog.Logger, metrics *em
 		if o.cached {
 			attrs = append(attrs, slog.Bool("cached", true))
 		}
-		if o.heartbeat {
+		if o.renewed {
 			attrs = append(attrs, slog.Bool("heartbeat", true))
 		}
 		if o.waited {

@@ -105,6 +105,10 @@ func (d *decorator) serve(ctx context.Context, view Request, bodySize int, run f
 		return refuse(OutcomeRejected, problem.New(http.StatusUnauthorized, CodeUnauthenticated, detail))
 	}
 	tenant := d.cfg.Tenant(ctx)
+	if tenant == "" && d.cfg.RequireTenant {
+		obs.err = ErrNoTenant
+		return refuse(OutcomeRejected, problem.New(http.StatusUnauthorized, CodeUnauthenticated, "The request carries no tenant, and this service requires one."))
+	}
 	recordUser := TenantUserID(tenant, userID)
 	obs.user, obs.tenant = recordUser, tenant
 
@@ -130,6 +134,9 @@ func (d *decorator) serve(ctx context.Context, view Request, bodySize int, run f
 
 	ref, res, err := d.e.claim(ctx, obs, recordUser, recordKey, hash)
 	switch {
+	case errors.Is(err, ErrShuttingDown):
+		return refuse(OutcomeRejected, problem.New(http.StatusServiceUnavailable, CodeStoreUnavailable,
+			"The request was not processed because this instance is shutting down. Retry after the delay in Retry-After."))
 	case idemstore.IsPermanent(err):
 		return refuse(OutcomeStoreError, storeMisconfigured())
 	case err != nil:

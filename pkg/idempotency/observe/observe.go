@@ -68,6 +68,9 @@ type Call struct {
 	Method string
 	// Function is FunctionConfig.Name (ShapeFunction, ShapeSQS).
 	Function string
+	// RPCMethod is the method of a gRPC or Connect call
+	// ("package.Service/Method"), one the server registered (ShapeFunction).
+	RPCMethod string
 	// Store names the store's type, such as "pgstore" or "redisstore".
 	Store string
 }

@@ -18,13 +18,15 @@
 // a child of the span in the call's context (the HTTP server span of
 // otelhttp, the invocation span of otellambda), and the parent of what
 // the handler does. It is named "idempotency" and the HTTP method
-// ("idempotency POST") or FunctionConfig.Name ("idempotency
+// ("idempotency POST"), the method of a gRPC or Connect call ("idempotency
+// shop.v1.Orders/Create"), or FunctionConfig.Name ("idempotency
 // record-task-activity"). Its attributes, set when it starts:
 //
 //	ichido.shape              "http", "function" or "sqs"
 //	ichido.store.name         the store's package: "pgstore", "redisstore", ...
 //	http.request.method       HTTP shapes; "_OTHER" for an unknown method
-//	ichido.function           FunctionConfig.Name (Function and SQSHandler)
+//	ichido.function           FunctionConfig.Name (Function and SQSHandler; "rpc" for gRPC and Connect)
+//	rpc.method                gRPC and Connect: "package.Service/Method"
 //	messaging.system          "aws_sqs" (SQSHandler)
 //	messaging.operation.type  "process" (SQSHandler)
 //

@@ -189,13 +189,17 @@ func (o *observer) Start(ctx context.Context, c observe.Call) (context.Context, 
 	if c.Function != "" {
 		attrs = append(attrs, attrFunction.String(c.Function))
 	}
+	if c.RPCMethod != "" {
+		attrs = append(attrs, semconv.RPCMethodKey.String(c.RPCMethod))
+	}
 	ctx, s.span = o.tracer.Start(ctx, spanName(c, s.method),
 		trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
 	s.ctx = ctx
 	return ctx, s
 }
 
-// spanName is "idempotency" and the call's method (HTTP) or function name.
+// spanName is "idempotency" and the call's method (HTTP), its RPC method
+// (gRPC, Connect) or its function name.
 func spanName(c observe.Call, method string) string {
 	if c.Shape == observe.ShapeHTTP {
 		switch method {
@@ -209,6 +213,9 @@ func spanName(c observe.Call, method string) string {
 			return "idempotency DELETE"
 		}
 		return "idempotency " + method
+	}
+	if c.RPCMethod != "" {
+		return "idempotency " + c.RPCMethod
 	}
 	if c.Function == "" {
 		return "idempotency " + c.Shape

@@ -7,6 +7,7 @@ import (
 
 	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
+	"github.com/ichido/ichido/pkg/idempotency/internal/rpcmethod"
 )
 
 // Config is what the adapters' Configs share; each field means what the
@@ -100,10 +101,13 @@ func New[Req, Resp any](fw Framework[Req, Resp], cfg Config) (*Engine[Req, Resp]
 func (e *Engine[Req, Resp]) Call(ctx context.Context, method string, req Req, keys []string, handler func(context.Context, Req) (Resp, error)) (Result[Resp], error) {
 	c := &call[Req, Resp]{method: method, req: req, handler: handler}
 	e.identify(ctx, c, keys)
-	out, err := e.fn(ctx, c)
+	out, err := e.fn(rpcmethod.With(ctx, method), c)
 	var h *handlerError
 	if errors.As(err, &h) {
 		return Result[Resp]{Ran: true, Err: h.err}, nil
+	}
+	if errors.Is(err, idempotency.ErrNoKey) {
+		err = &noKeyError{method: method, err: err}
 	}
 	return out, err
 }

@@ -43,6 +43,15 @@ type keyError struct{ reason string }
 
 func (e *keyError) Error() string { return e.reason }
 
+// noKeyError is a call of a protected method without a key.
+type noKeyError struct {
+	method string
+	err    error
+}
+
+func (e *noKeyError) Error() string { return e.method + ": " + e.err.Error() }
+func (e *noKeyError) Unwrap() error { return e.err }
+
 // Refuse returns the refusal of err, an error of Engine.Call: the one
 // place where the adapters' outcomes become codes.
 func (e *Engine[Req, Resp]) Refuse(err error) Refusal {
@@ -50,14 +59,23 @@ func (e *Engine[Req, Resp]) Refuse(err error) Refusal {
 	var (
 		unauth *unauthenticatedError
 		badKey *keyError
+		noKey  *noKeyError
 	)
 	switch {
 	case errors.As(err, &unauth):
 		return refusal(Unauthenticated, idempotency.CodeUnauthenticated, "no authenticated user", false)
 	case errors.As(err, &badKey):
 		return refusal(InvalidArgument, idempotency.CodeKeyInvalid, "invalid "+key+": "+badKey.reason, false)
+	case errors.Is(err, idempotency.ErrNoTenant):
+		return refusal(Unauthenticated, idempotency.CodeUnauthenticated, "the call carries no tenant, and this service requires one", false)
+	case errors.As(err, &noKey):
+		return refusal(InvalidArgument, idempotency.CodeKeyMissing, "missing "+key+": "+e.fw.Target+" "+noKey.method+
+			" is protected, so every call needs an idempotency key; if it only reads, the service should leave it out of the protected "+e.fw.Target+
+			"s (Config.Methods) or declare it idempotency_level = NO_SIDE_EFFECTS", false)
 	case errors.Is(err, idempotency.ErrNoKey):
 		return refusal(InvalidArgument, idempotency.CodeKeyMissing, "missing "+key+": this "+e.fw.Target+" needs an idempotency key", false)
+	case errors.Is(err, idempotency.ErrShuttingDown):
+		return refusal(Unavailable, idempotency.CodeStoreUnavailable, "this server is shutting down; retry on another", true)
 	case errors.Is(err, idempotency.ErrInProgress):
 		return refusal(Aborted, idempotency.CodeKeyInUse, "a call with this idempotency key is still in progress; retry later", true)
 	case errors.Is(err, idempotency.ErrKeyReused):
