@@ -3,6 +3,7 @@ module github.com/ichido/ichido/internal/libtest
 go 1.26.0
 
 require (
+	connectrpc.com/connect v1.21.1
 	github.com/aws/aws-lambda-go v1.55.1
 	github.com/aws/aws-sdk-go-v2 v1.48.0
 	github.com/aws/aws-sdk-go-v2/credentials v1.21.3
@@ -12,9 +13,12 @@ require (
 	github.com/ichido/ichido/internal/testkit v0.0.0
 	github.com/ichido/ichido/pkg v0.0.0
 	github.com/ichido/ichido/pkg/dbpool v0.0.0
+	github.com/ichido/ichido/pkg/idempotency/connectidem v0.0.0
 	github.com/ichido/ichido/pkg/idempotency/dynamostore v0.0.0
 	github.com/ichido/ichido/pkg/idempotency/echoidem v0.0.0
 	github.com/ichido/ichido/pkg/idempotency/ginidem v0.0.0
+	github.com/ichido/ichido/pkg/idempotency/grpcidem v0.0.0
+	github.com/ichido/ichido/pkg/idempotency/otelidem v0.0.0
 	github.com/ichido/ichido/pkg/idempotency/pgstore v0.0.0
 	github.com/ichido/ichido/pkg/idempotency/redisstore v0.0.0
 	github.com/ichido/ichido/pkg/idempotency/storeenv v0.0.0
@@ -24,12 +28,17 @@ require (
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/stretchr/testify v1.12.1
 	go.opentelemetry.io/otel v1.47.0
+	go.opentelemetry.io/otel/metric v1.47.0
 	go.opentelemetry.io/otel/sdk v1.47.0
+	go.opentelemetry.io/otel/sdk/metric v1.47.0
 	go.opentelemetry.io/otel/trace v1.47.0
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20261123191846-1e707ab9fbc2
+	google.golang.org/grpc v1.85.0
+	google.golang.org/protobuf v1.36.12
 )
 
 require (
-	github.com/aws/aws-sdk-go-v2/config v1.33.18 // indirect
+	github.com/aws/aws-sdk-go-v2/config v1.33.21 // indirect
 	github.com/aws/aws-sdk-go-v2/feature/ec2/imds v1.20.9 // indirect
 	github.com/aws/aws-sdk-go-v2/feature/rds/auth v1.7.12 // indirect
 	github.com/aws/aws-sdk-go-v2/internal/configsources v1.5.12 // indirect
@@ -78,7 +87,6 @@ require (
 	go.mongodb.org/mongo-driver/v2 v2.5.0 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
-	go.opentelemetry.io/otel/metric v1.47.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.6 // indirect
 	golang.org/x/arch v0.22.0 // indirect
@@ -88,5 +96,4 @@ require (
 	golang.org/x/sys v0.50.0 // indirect
 	golang.org/x/text v0.44.0 // indirect
 	golang.org/x/time v0.15.0 // indirect
-	google.golang.org/protobuf v1.36.10 // indirect
 )

@@ -4,14 +4,12 @@ go 1.26.0
 
 require (
 	connectrpc.com/connect v1.21.1
-	github.com/google/uuid v1.6.0
 	github.com/ichido/ichido/pkg v0.0.0
-	github.com/stretchr/testify v1.12.1
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261110000943-09e21b237f2c
 	google.golang.org/protobuf v1.36.12
 )
 
 require (
 	github.com/aws/aws-lambda-go v1.55.1 // indirect
-	go.yaml.in/yaml/v3 v3.0.6 // indirect
+	github.com/google/uuid v1.6.0 // indirect
 )

@@ -3,9 +3,7 @@ module github.com/ichido/ichido/pkg/idempotency/grpcidem
 go 1.26.0
 
 require (
-	github.com/google/uuid v1.6.0
 	github.com/ichido/ichido/pkg v0.0.0
-	github.com/stretchr/testify v1.12.1
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261110000943-09e21b237f2c
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12
@@ -13,7 +11,7 @@ require (
 
 require (
 	github.com/aws/aws-lambda-go v1.55.1 // indirect
-	go.yaml.in/yaml/v3 v3.0.6 // indirect
+	github.com/google/uuid v1.6.0 // indirect
 	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/sys v0.50.0 // indirect
 	golang.org/x/text v0.44.0 // indirect

@@ -1,4 +1,4 @@
-package main
+package keystore_test
 
 import (
 	"bytes"

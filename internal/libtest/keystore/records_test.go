@@ -1,4 +1,4 @@
-package main
+package keystore_test
 
 import (
 	"bytes"
@@ -26,8 +26,6 @@ import (
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
 	"github.com/ichido/ichido/pkg/idempotency/redisstore"
 )
-
-func TestMain(m *testing.M) { redistest.Main(m) }
 
 // TestRecordCommands finds, lists and deletes, on each store, the records
 // that a handler (an opaque, prefixed key from a subject that is not a
