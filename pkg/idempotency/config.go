@@ -139,15 +139,12 @@ type Settings struct {
 	// (lambdacontext's TenantID), and "" (no tenant) elsewhere.
 	Tenant func(ctx context.Context) string
 
-	// RequireTenant refuses a run whose Tenant is "": 401 unauthenticated
-	// for an HTTP shape, ErrNoTenant for a function, before the store is
-	// consulted. Defaults to false: such a run is scoped to no tenant.
+	// RequireTenant refuses a run whose Tenant is "" (401, or ErrNoTenant).
+	// Defaults to false: such a run has no tenant.
 	RequireTenant bool
 
-	// Drain, when set, tracks this shape's runs, so that a server that
-	// stops lets them finish and releases the records of those it cuts off
-	// (Drain.Shutdown). Share one Drain among every shape of a server.
-	// Defaults to nil: none.
+	// Drain, when set, lets a stopping server finish or release its runs
+	// (Drain.Shutdown). Defaults to nil.
 	Drain *Drain
 
 	// Owner returns the owner token of a run's claim, unique per run: the
@@ -164,10 +161,8 @@ type Settings struct {
 	Logger *slog.Logger
 
 	// Metrics receives one CloudWatch Embedded Metric Format line per
-	// protected run. Defaults to standard output inside Lambda (where
-	// AWS_LAMBDA_FUNCTION_NAME is set), whose log stream CloudWatch reads
-	// as metrics, and to io.Discard elsewhere. Set os.Stdout to keep them
-	// on a server whose logs reach CloudWatch.
+	// protected run. Defaults to standard output inside Lambda, io.Discard
+	// elsewhere.
 	Metrics io.Writer
 
 	// LogDigestSecret, when set (32 bytes or more), makes the log line show

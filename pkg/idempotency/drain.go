@@ -10,24 +10,16 @@ import (
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 )
 
-// ErrShuttingDown is returned by a function made idempotent by Function
-// once its Drain's Shutdown has begun: the call did not run, and a retry on
-// another instance can run it. The HTTP shapes answer such a request 503
-// idempotency_store_unavailable with Retry-After.
+// ErrShuttingDown is returned by a Function call made after its Drain's
+// Shutdown began: the function did not run.
 var ErrShuttingDown = errors.New("idempotency: the service is shutting down")
 
-// DrainCutoff is how long Shutdown waits, after its grace period, for the
+// drainCutoff is how long Shutdown waits, after its grace period, for the
 // runs it cancelled to return and release their records themselves.
-const DrainCutoff = 2 * time.Second
+const drainCutoff = 2 * time.Second
 
-// Drain lets a long-lived server stop cleanly. Set it as Settings.Drain on
-// every shape the server protects, and call Shutdown when the server stops
-// (on SIGTERM), beside http.Server.Shutdown or grpc.Server.GracefulStop.
-// A record left in progress by a run cut off at exit would refuse every
-// retry with 409 until its lease ran out; Shutdown releases it instead, so
-// that a retry on another instance runs at once.
-//
-// The zero value is ready to use. A Drain is safe for concurrent use.
+// Drain stops a server's protected calls cleanly (Settings.Drain). The zero
+// value is ready to use.
 type Drain struct {
 	mu      sync.Mutex
 	closing bool
@@ -104,20 +96,10 @@ func (d *Drain) wait(stop <-chan struct{}) bool {
 	}
 }
 
-// Shutdown stops the protected calls of the shapes that share d and
-// returns once none is in flight.
-//
-// From its start, a new call is refused (503, or ErrShuttingDown) before
-// anything is claimed. The calls in flight may finish until ctx is done:
-// that is the grace period. Then each run still in flight has its context
-// cancelled, with the cause ErrShuttingDown. A handler that stops when told
-// returns, and its record is released as after any error. After
-// DrainCutoff more, Shutdown releases the records of the runs that have not
-// returned, fenced by their owner tokens, and returns.
-//
-// It returns nil when every call finished within the grace period, and
-// otherwise an error that says how many runs were cut off and wraps
-// ctx.Err() and any failed release.
+// Shutdown refuses new calls (503, ErrShuttingDown) and lets those in
+// flight run until ctx is done. Then it cancels them, with the cause
+// ErrShuttingDown, and releases their records, so that a retry elsewhere
+// runs at once. It returns an error when it cut a run off.
 func (d *Drain) Shutdown(ctx context.Context) error {
 	d.mu.Lock()
 	d.closing = true
@@ -139,7 +121,7 @@ func (d *Drain) Shutdown(ctx context.Context) error {
 		}
 	}
 	d.mu.Unlock()
-	cutoff, stop := context.WithTimeout(context.WithoutCancel(ctx), DrainCutoff)
+	cutoff, stop := context.WithTimeout(context.WithoutCancel(ctx), drainCutoff)
 	defer stop()
 	errs := []error{fmt.Errorf("idempotency: %d runs were cut off at shutdown: %w", cut, ctx.Err())}
 	if d.wait(cutoff.Done()) {

@@ -28,7 +28,6 @@ var ErrNoKey = errors.New("idempotency: the input has no idempotency key")
 // whole batch is retried even where ReportBatchItemFailures was left off.
 var ErrBatchFailed = errors.New("idempotency: every record of the batch failed")
 
-// ErrNoTenant is returned by a function made idempotent by Function when
-// Settings.RequireTenant is set and the call has no tenant: the function
-// did not run. The HTTP shapes answer such a request 401 unauthenticated.
+// ErrNoTenant is returned by a Function call without a tenant when
+// Settings.RequireTenant is set: the function did not run.
 var ErrNoTenant = errors.New("idempotency: the call has no tenant, and Settings.RequireTenant is set")

@@ -113,8 +113,10 @@ func TestUserPackageBudget(t *testing.T) {
 	dir := filepath.Join(root(t), "pkg", "idempotency")
 	// 94 when the library was split by audience; since then IssuerSubject
 	// (a subject qualified by its issuer) and TenantUserID (a record's user
-	// id in a tenant, for operators and for programs keying on it).
-	const budget = 96
+	// id in a tenant, for operators and for programs keying on it); then
+	// Drain (a server's clean shutdown) with ErrShuttingDown and ErrNoTenant
+	// (Settings.RequireTenant), the errors a function's caller branches on.
+	const budget = 99
 	n := exportedNames(t, dir)
 	require.LessOrEqual(t, n, budget, "pkg/idempotency exports %d names, over its budget of %d: put what only store authors need in idemstore, and what only this module needs behind internal/", n, budget)
 	doc, err := os.ReadFile(filepath.Join(dir, "doc.go"))
@@ -125,7 +127,9 @@ func TestUserPackageBudget(t *testing.T) {
 	cmd.Dir = root(t)
 	out, err := cmd.Output()
 	require.NoError(t, err)
-	require.LessOrEqual(t, strings.Count(string(out), "\n"), 900, "go doc -all of the user package is over 900 lines: say each rule once, in docs/library.md, and keep the godoc to what each name does")
+	// 900 until Drain, RequireTenant and their errors, whose rules live in
+	// docs/servers.md.
+	require.LessOrEqual(t, strings.Count(string(out), "\n"), 930, "go doc -all of the user package is over 930 lines: say each rule once, in docs/library.md, and keep the godoc to what each name does")
 }
 
 // The README shows code early: its first code block within its first 150
