@@ -2,7 +2,11 @@
 // idempotency.Middleware keyed by the delivery's id, after the delivery's
 // signature is verified.
 //
-//	mw, err := webhook.Middleware(webhook.Stripe(secret, nil), idempotency.Config{
+//	stripe, err := webhook.Stripe(secret, nil)
+//	if err != nil {
+//		return err // an empty or malformed secret
+//	}
+//	mw, err := webhook.Middleware(stripe, idempotency.Config{
 //		Store: store,
 //	})
 //	if err != nil {
@@ -13,7 +17,7 @@
 // A delivery whose signature does not verify is answered with 401
 // webhook_signature_invalid, and neither the store nor the handler sees it.
 // A verified delivery without an id is refused with 400
-// idempotency_key_missing. A verified delivery runs the handler once per id:
+// webhook_delivery_id_missing. A verified delivery runs the handler once per id:
 // its answer is kept (2xx, 3xx, 4xx but 408, 409, 425 and 429) and a retry
 // or redelivery of it gets that answer again, while a 5xx, an error or a
 // panic releases the id so that the provider's next retry runs the handler
@@ -21,8 +25,11 @@
 // which every provider here retries later.
 //
 // The presets (Stripe, GitHub, Shopify, StandardWebhooks) know where each
-// provider puts the id and how it signs; a Provider of your own gives its
-// name, its key and a Verify hook. Records are scoped by Provider.Name, so
+// provider puts the id and how it signs. Each refuses an empty or short
+// secret. The id is read from what the provider signs: Stripe's event id
+// and Standard Webhooks' webhook-id are signed, while GitHub and Shopify
+// sign only the body, so their deliveries are keyed by the body's SHA-256.
+// A Provider of your own gives its name, its id and a Verify hook. Records are scoped by Provider.Name, so
 // the equal ids of two providers, or of two endpoints with names of their
 // own, are two records.
 //
@@ -31,7 +38,7 @@
 //
 //	provider           retries                                       id
 //	Stripe             live mode: up to 3 days, exponential backoff  event "id" (body)
-//	GitHub             none; redelivery on request (UI, REST API)    X-GitHub-Delivery
-//	Shopify            8 times over 4 hours                          X-Shopify-Event-Id
+//	GitHub             none; redelivery on request (UI, REST API)    SHA-256 of the body
+//	Shopify            8 times over 4 hours                          SHA-256 of the body
 //	Standard Webhooks  the spec's example: 10 attempts over 75.6 h   webhook-id
 package webhook

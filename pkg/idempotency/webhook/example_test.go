@@ -21,7 +21,12 @@ import (
 // handler or the store.
 func Example() {
 	const secret = "the webhook's secret"
-	mw, err := webhook.Middleware(webhook.GitHub(secret), idempotency.Config{
+	github, err := webhook.GitHub(secret)
+	if err != nil {
+		fmt.Println(err) // an empty or malformed secret
+		return
+	}
+	mw, err := webhook.Middleware(github, idempotency.Config{
 		Store: memstore.New(),
 		Settings: idempotency.Settings{ // no log and metric lines in this example
 			Logger:  slog.New(slog.DiscardHandler),
@@ -52,8 +57,12 @@ func Example() {
 	deliver(secret)
 	deliver(secret) // a redelivery
 	deliver("someone else's secret")
+
+	_, err = webhook.GitHub("") // an unset variable
+	fmt.Println(err)
 	// Output:
 	// 200  handled 1
 	// 200 true handled 1
 	// 401  {"type":"https://ichido.dev/problems/webhook_signature_invalid","title":"Webhook signature invalid","status":401,"detail":"The delivery's signature could not be verified.","code":"webhook_signature_invalid"}
+	// webhook: the GitHub secret (the webhook's secret) is empty; an empty key verifies a delivery anyone can sign
 }

@@ -5,14 +5,14 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/ichido/ichido/pkg/idempotency"
+	"unicode"
 )
 
 // ErrSignature is what every verifier of this package's presets returns,
@@ -82,19 +82,35 @@ const (
 )
 
 // Stripe returns the preset of a Stripe webhook endpoint signed with the
-// endpoint's secret ("whsec_…"): the key is the event's "id" of the JSON
-// body ("evt_…"), the same on every retry of one event to the endpoint;
-// the signature is Stripe-Signature's "t=<unix time>,v1=<hex>" (more v1
-// values during a secret's rotation), HMAC-SHA256 of "<t>.<body>" under
-// the secret as it is written, with t within opts' tolerance.
-func Stripe(secret string, opts *Options) Provider {
+// endpoint's secret ("whsec_…"). The signature is Stripe-Signature's
+// "t=<unix time>,v1=<hex>" (more v1 values during a secret's rotation):
+// HMAC-SHA256 of "<t>.<body>" under the secret as it is written, with t
+// within opts' tolerance. Stripe signs the timestamp and the body, and the
+// body holds the event's "id" ("evt_…"), the same on every retry of one
+// event to the endpoint: that id is the record's key.
+//
+// It returns an error when secret is not "whsec_" and at least 16 visible
+// characters: an empty secret would verify a delivery anyone can sign.
+func Stripe(secret string, opts *Options) (Provider, error) {
+	rest, ok := strings.CutPrefix(secret, "whsec_")
+	if err := checkSecret("Stripe", "the endpoint's signing secret", rest); err != nil || !ok {
+		if err == nil {
+			err = errors.New(`webhook: the Stripe secret (the endpoint's signing secret) does not start with "whsec_"`)
+		}
+		return Provider{}, err
+	}
 	return Provider{
-		Name: "stripe",
-		Key: idempotency.BodyKey(func(e struct {
-			ID string `json:"id"`
-		}) string {
+		Name:    "stripe",
+		IDField: `the event's "id" in the JSON body`,
+		ID: func(_ *http.Request, body []byte) string {
+			var e struct {
+				ID string `json:"id"`
+			}
+			if json.Unmarshal(body, &e) != nil {
+				return ""
+			}
 			return e.ID
-		}),
+		},
 		Verify: func(r *http.Request, body []byte) error {
 			header, err := one(r, StripeSignatureHeader)
 			if err != nil {
@@ -127,7 +143,7 @@ func Stripe(secret string, opts *Options) Provider {
 			}
 			return fmt.Errorf("%w: no v1 signature of %s matches", ErrSignature, StripeSignatureHeader)
 		},
-	}
+	}, nil
 }
 
 // GitHub's header names.
@@ -137,16 +153,29 @@ const (
 )
 
 // GitHub returns the preset of a GitHub webhook (a repository's, an
-// organization's or a GitHub App's) with the webhook's secret: the key is
-// X-GitHub-Delivery, a GUID that a redelivery keeps; the signature is
-// X-Hub-Signature-256's "sha256=<hex>", HMAC-SHA256 of the body under the
-// secret. GitHub signs no timestamp, so a captured delivery verifies for
-// as long as the secret lives; its record answers a copy sent again within
-// the TTL with the first answer.
-func GitHub(secret string) Provider {
+// organization's or a GitHub App's) with the webhook's secret. The
+// signature is X-Hub-Signature-256's "sha256=<hex>": HMAC-SHA256 of the
+// body under the secret.
+//
+// GitHub signs the body and nothing else. X-GitHub-Delivery is not signed,
+// so anyone who holds a copy of a delivery can send it again under another
+// id. The record's key is therefore the SHA-256 of the signed body
+// (BodyDigest): a copy sent again under any id gets the first answer, and
+// a body moved under another event's id never answers that event. Two
+// deliveries with byte-identical bodies are one delivery. GitHub signs no
+// timestamp, so a captured delivery verifies for as long as the secret
+// lives: after its record expires, a copy runs the handler again.
+//
+// It returns an error when secret is shorter than 16 characters or has
+// white space at either end (an unset or badly quoted variable).
+func GitHub(secret string) (Provider, error) {
+	if err := checkSecret("GitHub", "the webhook's secret", secret); err != nil {
+		return Provider{}, err
+	}
 	return Provider{
-		Name: "github",
-		Key:  idempotency.HeaderKey(GitHubDeliveryHeader),
+		Name:    "github",
+		IDField: "the body (GitHub signs no delivery id)",
+		ID:      BodyDigest,
 		Verify: func(r *http.Request, body []byte) error {
 			header, err := one(r, GitHubSignatureHeader)
 			if err != nil {
@@ -162,7 +191,7 @@ func GitHub(secret string) Provider {
 			}
 			return nil
 		},
-	}
+	}, nil
 }
 
 // Shopify's header names.
@@ -172,14 +201,26 @@ const (
 )
 
 // Shopify returns the preset of a Shopify app's webhooks with the app's
-// client secret: the key is X-Shopify-Event-Id, the same on every delivery
-// of one event (Shopify's own advice for telling duplicates); the
-// signature is X-Shopify-Hmac-Sha256, the base64 HMAC-SHA256 of the body
-// under the secret. Shopify signs no timestamp (see GitHub).
-func Shopify(secret string) Provider {
+// client secret. The signature is X-Shopify-Hmac-Sha256: the base64
+// HMAC-SHA256 of the body under the secret.
+//
+// Shopify signs the body and nothing else: neither X-Shopify-Event-Id nor
+// X-Shopify-Webhook-Id is signed. As with GitHub, the record's key is the
+// SHA-256 of the signed body (BodyDigest), and Shopify signs no timestamp.
+//
+// It returns an error when secret is shorter than 16 characters or holds
+// white space.
+func Shopify(secret string) (Provider, error) {
+	if err := checkSecret("Shopify", "the app's client secret", secret); err != nil {
+		return Provider{}, err
+	}
+	if strings.ContainsFunc(secret, unicode.IsSpace) {
+		return Provider{}, errors.New("webhook: the Shopify secret (the app's client secret) holds white space; a client secret has none")
+	}
 	return Provider{
-		Name: "shopify",
-		Key:  idempotency.HeaderKey(ShopifyEventIDHeader),
+		Name:    "shopify",
+		IDField: "the body (Shopify signs no delivery id)",
+		ID:      BodyDigest,
 		Verify: func(r *http.Request, body []byte) error {
 			header, err := one(r, ShopifySignatureHeader)
 			if err != nil {
@@ -194,7 +235,31 @@ func Shopify(secret string) Provider {
 			}
 			return nil
 		},
+	}, nil
+}
+
+// BodyDigest is a Provider.ID for a sender that signs the body and not its
+// delivery id: the hex SHA-256 of the body, which the signature covers.
+func BodyDigest(_ *http.Request, body []byte) string {
+	sum := sha256.Sum256(body)
+	return hex.EncodeToString(sum[:])
+}
+
+// minSecretLength is the fewest characters a preset takes as a secret.
+const minSecretLength = 16
+
+// checkSecret refuses a secret that is empty, short, or framed by white
+// space: the usual marks of an unset or badly quoted setting.
+func checkSecret(provider, setting, secret string) error {
+	switch {
+	case secret == "":
+		return fmt.Errorf("webhook: the %s secret (%s) is empty; an empty key verifies a delivery anyone can sign", provider, setting)
+	case strings.TrimSpace(secret) != secret:
+		return fmt.Errorf("webhook: the %s secret (%s) has white space at an end; remove it", provider, setting)
+	case len(secret) < minSecretLength:
+		return fmt.Errorf("webhook: the %s secret (%s) is %d characters; use the provider's secret, at least %d", provider, setting, len(secret), minSecretLength)
 	}
+	return nil
 }
 
 // Standard Webhooks' header names.
@@ -211,17 +276,22 @@ const (
 // signature is webhook-signature, a space-separated list of "v1,<base64>"
 // (more than one during a secret's rotation), HMAC-SHA256 of
 // "<webhook-id>.<webhook-timestamp>.<body>" under the decoded key, with
-// webhook-timestamp within opts' tolerance. Asymmetric ("v1a") signatures
-// are not checked: a delivery that carries only those is refused. It
-// returns an error when secret does not decode.
+// webhook-timestamp within opts' tolerance. The signature covers the id,
+// the timestamp and the body: webhook-id is the record's key. Asymmetric
+// ("v1a") signatures are not checked: a delivery that carries only those
+// is refused. It returns an error when secret does not decode to a key of
+// at least 16 bytes.
 func StandardWebhooks(secret string, opts *Options) (Provider, error) {
 	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, "whsec_"))
-	if err != nil || len(key) == 0 {
-		return Provider{}, errors.New("webhook: the Standard Webhooks secret is not \"whsec_\" and a base64 key")
+	if err != nil || len(key) < minSecretLength {
+		return Provider{}, errors.New("webhook: the Standard Webhooks secret (the endpoint's secret) is not \"whsec_\" and the base64 of a key of 16 bytes or more")
 	}
 	return Provider{
-		Name: "standard-webhooks",
-		Key:  idempotency.HeaderKey(StandardIDHeader),
+		Name:    "standard-webhooks",
+		IDField: "the " + StandardIDHeader + " header",
+		ID: func(r *http.Request, _ []byte) string {
+			return r.Header.Get(StandardIDHeader)
+		},
 		Verify: func(r *http.Request, body []byte) error {
 			id, err := one(r, StandardIDHeader)
 			if err != nil {

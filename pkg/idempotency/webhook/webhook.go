@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"strconv"
 	"time"
 
@@ -28,6 +30,10 @@ const DefaultTTL = 96 * time.Hour
 // handler.
 const CodeSignatureInvalid = "webhook_signature_invalid"
 
+// CodeDeliveryIDMissing is the code of the refusal of a verified delivery
+// without an id (400). Its detail names where the provider puts the id.
+const CodeDeliveryIDMissing = "webhook_delivery_id_missing"
+
 // Provider is a webhook sender: where its deliveries carry their id, and
 // how their signature is checked. Stripe, GitHub, Shopify and
 // StandardWebhooks return the presets; any other sender is a Provider of
@@ -42,10 +48,19 @@ type Provider struct {
 	// delivery. Required.
 	Name string
 
-	// Key reads the delivery's id: the same for every retry and redelivery
-	// of one event, and never the same for two events. It is read as an
+	// ID returns the delivery's id, or "" when it carries none. It runs
+	// after Verify, on the verified bytes. The id must be the same for
+	// every retry and redelivery of one event, and never the same for two
+	// events. Read it from what the signature covers: an id the provider
+	// does not sign can be changed by anyone who holds a copy (BodyDigest
+	// is the id of such a provider). It is the record's key, read as an
 	// opaque key (idempotency.KeyOpaque). Required.
-	Key idempotency.KeySource
+	ID func(r *http.Request, body []byte) string
+
+	// IDField says where ID reads the id, for the refusal of a delivery
+	// without one ("the event's \"id\" in the JSON body"). Defaults to
+	// "the delivery's id".
+	IDField string
 
 	// Verify checks the delivery's signature over body, the request body's
 	// bytes as they arrived, and returns nil only for a delivery the
@@ -57,7 +72,7 @@ type Provider struct {
 
 // Middleware returns net/http middleware for a webhook endpoint of p: it
 // checks each delivery's signature (p.Verify), then runs
-// idempotency.Middleware keyed by the delivery's id (p.Key), so that a
+// idempotency.Middleware keyed by the delivery's id (p.ID), so that a
 // retry or redelivery of a delivery that was answered gets the first
 // answer again (Idempotent-Replayed: true) instead of running the handler
 // twice.
@@ -71,8 +86,14 @@ type Provider struct {
 // deliveries), and the verified id already says which event it is.
 //
 // A body over cfg.MaxBodyBytes is refused with 413 before it is verified.
+// A verified delivery without an id is refused with 400
+// webhook_delivery_id_missing, whose detail names p.IDField. The warning
+// of a delivery that does not verify goes to cfg.Logger, by default the
+// same JSON lines on standard output as the engine's.
+//
 // Middleware returns an error, and no middleware, when p or cfg is
-// invalid.
+// invalid. A p whose Verify accepts a delivery with no headers and no body
+// is refused: it cannot tell the provider from anyone else.
 func Middleware(p Provider, cfg idempotency.Config) (func(http.Handler) http.Handler, error) {
 	if err := p.validate(); err != nil {
 		return nil, err
@@ -87,7 +108,10 @@ func Middleware(p Provider, cfg idempotency.Config) (func(http.Handler) http.Han
 	case cfg.Fingerprint != nil:
 		return nil, errors.New("webhook: invalid Config: Config.Fingerprint is set; a delivery is fingerprinted by its method and path: leave it unset")
 	}
-	cfg.Key = p.Key
+	cfg.Key = idempotency.KeyFunc(func(ctx context.Context, _ idempotency.Request) (string, error) {
+		id, _ := ctx.Value(deliveryIDKey{}).(string)
+		return id, nil
+	})
 	cfg.KeyFormat = idempotency.KeyOpaque
 	cfg.UserID = idempotency.StaticUserID(ProviderSubject(p.Name))
 	cfg.Fingerprint = deliveryFingerprint
@@ -99,6 +123,13 @@ func Middleware(p Provider, cfg idempotency.Config) (func(http.Handler) http.Han
 		maxBody = idempotency.DefaultMaxBodyBytes
 	}
 	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.NewJSONHandler(os.Stdout, nil))
+	}
+	idField := p.IDField
+	if idField == "" {
+		idField = "the delivery's id"
+	}
 	mw, err := idempotency.Middleware(cfg)
 	if err != nil {
 		return nil, err
@@ -119,19 +150,25 @@ func Middleware(p Provider, cfg idempotency.Config) (func(http.Handler) http.Han
 				return
 			}
 			if err := p.Verify(r, body); err != nil {
-				if logger == nil {
-					logger = slog.Default()
-				}
 				logger.LogAttrs(r.Context(), slog.LevelWarn, "webhook", slog.String("provider", p.Name), slog.String("outcome", "unverified"), slog.String("error", err.Error()))
 				refuse(w, problem.New(http.StatusUnauthorized, CodeSignatureInvalid, "The delivery's signature could not be verified."))
 				return
 			}
+			id := p.ID(r, body)
+			if id == "" {
+				refuse(w, problem.New(http.StatusBadRequest, CodeDeliveryIDMissing, "The delivery carries no id: "+p.Name+" puts it in "+idField+"."))
+				return
+			}
+			r = r.WithContext(context.WithValue(r.Context(), deliveryIDKey{}, id))
 			r.Body = io.NopCloser(bytes.NewReader(body))
 			r.ContentLength = int64(len(body))
 			protected.ServeHTTP(w, r)
 		})
 	}, nil
 }
+
+// deliveryIDKey is the context key of a verified delivery's id.
+type deliveryIDKey struct{}
 
 // ProviderSubject is the subject the records of a provider named name are
 // kept under (Config.UserID's result): the record's user id is
@@ -150,10 +187,14 @@ func (p Provider) validate() error {
 		return errors.New("webhook: invalid Provider: Provider.Name is empty; name the provider (\"stripe\"), or the endpoint")
 	case len(p.Name) > 64:
 		return fmt.Errorf("webhook: invalid Provider: Provider.Name is %d bytes; at most 64", len(p.Name))
-	case p.Key == nil:
-		return errors.New("webhook: invalid Provider: Provider.Key is nil; say where the delivery id is (idempotency.HeaderKey, idempotency.BodyKey)")
+	case p.ID == nil:
+		return errors.New("webhook: invalid Provider: Provider.ID is nil; say where the delivery id is (BodyDigest when the provider signs none)")
 	case p.Verify == nil:
 		return errors.New("webhook: invalid Provider: Provider.Verify is nil; every delivery's signature must be checked")
+	}
+	probe, _ := http.NewRequest(http.MethodPost, "/", http.NoBody)
+	if p.Verify(probe, nil) == nil {
+		return fmt.Errorf("webhook: invalid Provider: %s's Verify accepts a delivery with no signature; it must refuse what the provider did not sign", p.Name)
 	}
 	for i := 0; i < len(p.Name); i++ {
 		if c := p.Name[i]; c <= ' ' || c > '~' {

@@ -61,4 +61,5 @@ var titles = map[string]string{
 	"idempotency_response_mismatch":   "Response differs from the completed one",
 	CodeValidation:                    "Invalid request",
 	"webhook_signature_invalid":       "Webhook signature invalid",
+	"webhook_delivery_id_missing":     "Webhook delivery id missing",
 }
