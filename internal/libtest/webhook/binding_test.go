@@ -151,8 +151,8 @@ func TestMovedBodyDoesNotAnswerAnotherEvent(t *testing.T) {
 func TestPresetsRefuseBadSecrets(t *testing.T) {
 	t.Parallel()
 	build := map[string]func(secret string) error{
-		"Stripe": func(s string) error { _, err := webhook.Stripe(s, nil); return err },
-		"GitHub": func(s string) error { _, err := webhook.GitHub(s); return err },
+		"Stripe":  func(s string) error { _, err := webhook.Stripe(s, nil); return err },
+		"GitHub":  func(s string) error { _, err := webhook.GitHub(s); return err },
 		"Shopify": func(s string) error { _, err := webhook.Shopify(s); return err },
 		"Standard Webhooks": func(s string) error {
 			_, err := webhook.StandardWebhooks(s, nil)
