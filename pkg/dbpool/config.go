@@ -98,11 +98,13 @@ type Config struct {
 	// instead of the CAs that CA names.
 	RootCAs *x509.CertPool
 
-	// MaxConns is the pool size (DB_MAX_CONNS). Defaults to 2.
+	// MaxConns is the pool size (DB_MAX_CONNS). Defaults to 2, or in url
+	// mode to the URL's pool_max_conns.
 	MaxConns int32
 	// QueryMode is how queries are sent (DB_QUERY_MODE). Defaults to
 	// QueryModeExec, which works through a transaction-pooling proxy;
-	// QueryModePrepared is for direct connections only.
+	// QueryModePrepared is for direct connections only. In url mode the
+	// URL's default_query_exec_mode (exec or cache_statement) sets it.
 	QueryMode QueryMode
 	// MaxConnIdleTime closes a connection idle for longer. Defaults to 5
 	// minutes, well under RDS Proxy's 30-minute client idle timeout.
@@ -245,7 +247,8 @@ func (c Config) validate() error {
 			// pgx redacts the password in its parse errors.
 			return configErr("DATABASE_URL", "is not a valid PostgreSQL URL: %v", err)
 		}
-		return nil
+		_, err := c.fromURL()
+		return err
 	case AuthIAM:
 	case "":
 		return configErr("DB_AUTH", "is not set: set it to %q or %q", AuthIAM, AuthURL)

@@ -74,12 +74,15 @@ func Open(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	cfg, err := cfg.fromURL()
+	if err != nil {
+		return nil, err
+	}
 	cfg = cfg.withDefaults()
 
 	var (
 		pc     *pgxpool.Config
 		target string // where we connect, for messages; never a password
-		err    error
 	)
 	switch cfg.Auth {
 	case AuthIAM:
