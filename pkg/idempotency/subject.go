@@ -119,7 +119,12 @@ func parseQualified(s string) (tag string, parts []string, ok bool) {
 			rest = rest[1:]
 		}
 	}
-	return tag, parts, len(parts) == 2
+	// Only the framing qualified writes is read: a length written another
+	// way ("+5", "05") is another subject, compared exactly.
+	if len(parts) != 2 || qualified(tag, parts...) != s {
+		return "", nil, false
+	}
+	return tag, parts, true
 }
 
 // toLowerASCII lowers the letters of a UUID, allocating only when one is
