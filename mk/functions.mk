@@ -14,6 +14,7 @@ FUNCTION_DIRS := \
 	UpdateTaskFunction=update-task \
 	DeleteTaskFunction=delete-task \
 	MigrateFunction=migrate \
+	PurgeCheckFunction=purge-check \
 	TaskActivityFunction=task-activity
 
 FUNCTIONS := $(foreach f,$(FUNCTION_DIRS),$(firstword $(subst =, ,$(f))))

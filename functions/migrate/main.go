@@ -8,10 +8,8 @@
 //
 //	sam remote invoke MigrateFunction --event '{}'
 //
-// An EventBridge schedule's event (the template's PurgeCheck) runs the
-// purge check instead (dbsetup.CheckPurge): it reads pg_cron's runs of the
-// purge jobs and the key table's size, and prints them as CloudWatch
-// embedded metrics, which the stack's purge alarms watch.
+// The purge check is a function of its own (functions/purge-check), which
+// logs in as a user with one privilege rather than as the master user.
 //
 // It is wiring only: the settings are read once, at cold start, by package
 // taskfn; each invocation opens its connections and closes them.
@@ -30,7 +28,6 @@ import (
 
 	"github.com/ichido/ichido/internal/dbsetup"
 	"github.com/ichido/ichido/internal/taskfn"
-	"github.com/ichido/ichido/pkg/dbpool"
 )
 
 func main() {
@@ -54,26 +51,10 @@ func run() error {
 	}
 	// The deployed function sets the database up; local runs (env.json
 	// leaves these empty) only migrate.
-	if m, err = m.WithSetup(os.Getenv("DB_SETUP_MIGRATE_USER"), os.Getenv("DB_SETUP_APP_USER")); err != nil {
+	if m, err = m.WithSetup(os.Getenv("DB_SETUP_MIGRATE_USER"), os.Getenv("DB_SETUP_APP_USER"), os.Getenv("DB_SETUP_CHECK_USER")); err != nil {
 		return err
 	}
 	slog.SetDefault(slog.New(slog.NewJSONHandler(os.Stderr, nil)))
-	db, err := dbpool.ConfigFromEnv(os.Getenv) // checked by NewMigrator
-	if err != nil {
-		return err
-	}
-	check := &dbsetup.PurgeCheck{MigrateUser: os.Getenv("DB_SETUP_MIGRATE_USER"), FunctionName: os.Getenv("AWS_LAMBDA_FUNCTION_NAME")}
-	other := func(ctx context.Context, event json.RawMessage) (any, error) {
-		if !dbsetup.IsScheduled(event) || check.MigrateUser == "" {
-			return m.Handle(ctx, event)
-		}
-		pool, err := dbpool.New(ctx, db)
-		if err != nil {
-			return nil, err
-		}
-		defer pool.Close()
-		return check.Run(ctx, pool, os.Stdout)
-	}
 	cr := &dbsetup.CustomResource{
 		ResourceID: taskfn.SetupResourceID,
 		Setup: func(ctx context.Context) (dbsetup.Summary, error) {
@@ -87,7 +68,7 @@ func run() error {
 			}
 			return out, err
 		},
-		Other: other,
+		Other: m.Handle,
 	}
 	lambda.Start(cr.Handle)
 	return nil

@@ -40,6 +40,14 @@ func TestCronProofWithBackgroundWorkers(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "recent run", again.Cron.Evidence, "a recent successful run of the migrate user's is proof enough")
 	require.Zero(t, again.Cron.Waited)
+
+	// The check user, which pg_cron's row security shows nothing of its
+	// own, reads the migrate user's purge jobs through the setup's function.
+	h, err := (&dbsetup.PurgeCheck{}).Read(ctx, pool(t, a.URLAs(cfg.CheckUser)))
+	require.NoError(t, err)
+	require.Equal(t, int64(3), h.PurgeJobs)
+	_, err = pool(t, a.URLAs(cfg.CheckUser)).Exec(ctx, `SELECT count(*) FROM cron.job`)
+	require.ErrorContains(t, err, "permission denied")
 }
 
 // TestCronProofFailsOverClientSessions: where pg_cron runs jobs over client

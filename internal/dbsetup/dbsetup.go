@@ -8,16 +8,18 @@
 // Apply works in three steps, each as the user it needs:
 //
 //  1. As the master user (on Aurora NOSUPERUSER with CREATEROLE, a member of
-//     rds_superuser): create the migrate and the app user when missing, both
-//     IAM-only (rds_iam, no password); give the app user
+//     rds_superuser): create the migrate, the app and the check user when
+//     missing, all IAM-only (rds_iam, no password); give the app user
 //     idle_session_timeout; grant CONNECT on the database and USAGE (and,
 //     for the migrate user, CREATE) on the schema; create pg_cron and let the
 //     migrate user schedule jobs; hand objects the master user owns in the
 //     schema (left by an earlier version of the stack) to the migrate user.
 //  2. As the migrate user: apply the migrations (package migrate), which
 //     schedule the pg_cron jobs as that user. It owns every object.
-//  3. As the migrate user, the owner: grant the app user privileges by rule
-//     (Rule), then check that the app user owns nothing.
+//  3. As the migrate user, the owner: create the purge check's function
+//     (PurgeHealthFunction) and let the check user call it, and nothing
+//     else; grant the app user privileges by rule (Rule), then check that
+//     the app user owns nothing.
 //  4. As the migrate user: see pg_cron run a job as that user (ProveCron),
 //     the way it runs the purges; a setup that cannot fails, with what to
 //     change, rather than leave the purges failing unseen.
@@ -56,6 +58,9 @@ type Config struct {
 	MigrateUser string
 	// AppUser is the user the task functions connect as. Required.
 	AppUser string
+	// CheckUser is the user the purge check connects as (PurgeCheck). It
+	// may call PurgeHealthFunction and do nothing else. Required.
+	CheckUser string
 	// Schema holds the application's objects. Defaults to "public".
 	Schema string
 	// AppIdleSessionTimeout is the app user's idle_session_timeout: the
@@ -136,7 +141,7 @@ func (c *Config) check() error {
 	}
 	c.Cron = &cron
 	var missing []string
-	for name, v := range map[string]string{"Database": c.Database, "MasterUser": c.MasterUser, "MigrateUser": c.MigrateUser, "AppUser": c.AppUser} {
+	for name, v := range map[string]string{"Database": c.Database, "MasterUser": c.MasterUser, "MigrateUser": c.MigrateUser, "AppUser": c.AppUser, "CheckUser": c.CheckUser} {
 		if v == "" {
 			missing = append(missing, name)
 		}
@@ -150,9 +155,9 @@ func (c *Config) check() error {
 	if c.AppIdleSessionTimeout < time.Second {
 		return fmt.Errorf("%w: AppIdleSessionTimeout is %v, below one second", ErrConfig, c.AppIdleSessionTimeout)
 	}
-	users := map[string]bool{c.MasterUser: true, c.MigrateUser: true, c.AppUser: true}
-	if len(users) != 3 {
-		return fmt.Errorf("%w: the master, migrate and app users must be three different users (%s, %s, %s)", ErrConfig, c.MasterUser, c.MigrateUser, c.AppUser)
+	users := map[string]bool{c.MasterUser: true, c.MigrateUser: true, c.AppUser: true, c.CheckUser: true}
+	if len(users) != 4 {
+		return fmt.Errorf("%w: the master, migrate, app and check users must be four different users (%s, %s, %s, %s)", ErrConfig, c.MasterUser, c.MigrateUser, c.AppUser, c.CheckUser)
 	}
 	return nil
 }
@@ -198,6 +203,9 @@ func Apply(ctx context.Context, connect Connect, cfg Config) (Summary, error) {
 	}
 	if sum.Version, err = migrate.Version(ctx, owner); err != nil {
 		return sum, fmt.Errorf("dbsetup: reading the migration version: %w", err)
+	}
+	if err := InstallPurgeHealth(ctx, owner, cfg.Schema, cfg.CheckUser); err != nil {
+		return sum, err
 	}
 	if sum.Granted, err = GrantApp(ctx, owner, cfg.Schema, cfg.AppUser); err != nil {
 		return sum, err
@@ -256,9 +264,9 @@ func asMaster(ctx context.Context, pool *pgxpool.Pool, cfg Config, sum *Summary)
 		return fmt.Errorf("dbsetup: connected to database %q, expected %q", here, cfg.Database)
 	}
 	db, schema := ident(cfg.Database), ident(cfg.Schema)
-	master, mig, app := ident(cfg.MasterUser), ident(cfg.MigrateUser), ident(cfg.AppUser)
+	master, mig, app, check := ident(cfg.MasterUser), ident(cfg.MigrateUser), ident(cfg.AppUser), ident(cfg.CheckUser)
 
-	for _, u := range []string{cfg.MigrateUser, cfg.AppUser} {
+	for _, u := range []string{cfg.MigrateUser, cfg.AppUser, cfg.CheckUser} {
 		var exists bool
 		if err := c.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1::text)`, u).Scan(&exists); err != nil {
 			return fmt.Errorf("dbsetup: %w", err)
@@ -273,8 +281,8 @@ func asMaster(ctx context.Context, pool *pgxpool.Pool, cfg Config, sum *Summary)
 	var steps []struct{ what, sql string }
 	add := func(what, sql string) { steps = append(steps, struct{ what, sql string }{what, sql}) }
 	// IAM only: no password (an earlier version of the stack set one for the
-	// app user), rds_iam. Neither may create roles or databases.
-	for _, u := range []string{mig, app} {
+	// app user), rds_iam. None may create roles or databases.
+	for _, u := range []string{mig, app, check} {
 		add("making "+u+" an IAM user", `ALTER ROLE `+u+` LOGIN NOCREATEDB NOCREATEROLE PASSWORD NULL`)
 		add("granting rds_iam to "+u, `GRANT rds_iam TO `+u)
 	}
@@ -293,9 +301,11 @@ func asMaster(ctx context.Context, pool *pgxpool.Pool, cfg Config, sum *Summary)
 	} else {
 		add("letting "+master+" act as "+mig, `GRANT `+mig+` TO `+master)
 	}
-	add("granting CONNECT", `GRANT CONNECT ON DATABASE `+db+` TO `+mig+`, `+app)
+	add("granting CONNECT", `GRANT CONNECT ON DATABASE `+db+` TO `+mig+`, `+app+`, `+check)
 	add("granting the schema", `GRANT USAGE, CREATE ON SCHEMA `+schema+` TO `+mig)
-	add("granting the schema", `GRANT USAGE ON SCHEMA `+schema+` TO `+app)
+	// USAGE lets the check user name the schema's objects; it gets a
+	// privilege on one of them only (InstallPurgeHealth).
+	add("granting the schema", `GRANT USAGE ON SCHEMA `+schema+` TO `+app+`, `+check)
 	add("revoking CREATE on the schema from PUBLIC", `REVOKE CREATE ON SCHEMA `+schema+` FROM PUBLIC`)
 	// pg_cron: created by a member of rds_superuser (the master user); the
 	// migrate user schedules its own jobs.
@@ -364,11 +374,12 @@ var bookkeeping = []string{"goose_db_version", "idempotency_store_version"}
 //     idempotency_store_version): SELECT, INSERT, UPDATE, DELETE, and nothing
 //     else (no TRUNCATE, REFERENCES or TRIGGER);
 //   - every sequence: USAGE, SELECT;
-//   - every function (prokind f): EXECUTE; procedures (the purges pg_cron
-//     runs as the owner): nothing;
+//   - every function (prokind f): EXECUTE, but the purge check's
+//     (PurgeHealthFunction); procedures (the purges pg_cron runs as the
+//     owner): nothing;
 //   - no routine is executable by PUBLIC;
 //   - the migration tools' tables: nothing.
-const Rule = "DML on data tables, USAGE on sequences, EXECUTE on functions, nothing on procedures or the migration tools' tables"
+const Rule = "DML on data tables, USAGE on sequences, EXECUTE on functions but the purge check's, nothing on procedures or the migration tools' tables"
 
 // GrantApp applies Rule to every object of schema, as their owner, and
 // returns the objects granted on. It also makes later routines of the
@@ -397,10 +408,11 @@ func GrantApp(ctx context.Context, pool *pgxpool.Pool, schema, app string) ([]st
 		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 		WHERE n.nspname = $1::text AND c.relkind = 'S'
 		UNION ALL
-		SELECT CASE p.prokind WHEN 'p' THEN 'PROCEDURE' ELSE 'FUNCTION' END, p.oid::regprocedure::text, p.prokind NOT IN ('f'), pg_get_userbyid(p.proowner)
+		SELECT CASE p.prokind WHEN 'p' THEN 'PROCEDURE' ELSE 'FUNCTION' END, p.oid::regprocedure::text,
+		       p.prokind NOT IN ('f') OR p.proname = $3::text, pg_get_userbyid(p.proowner)
 		FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
 		WHERE n.nspname = $1::text AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.objid = p.oid AND d.deptype = 'e')
-		ORDER BY 1, 2`, schema, bookkeeping)
+		ORDER BY 1, 2`, schema, bookkeeping, PurgeHealthFunction)
 	if err != nil {
 		return nil, step("listing the schema's objects", err)
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/ichido/ichido/internal/testkit/pgtest"
 )
 
-var cfg = dbsetup.Config{Database: "ichido", MasterUser: "ichido_admin", MigrateUser: "ichido_migrate", AppUser: "ichido_app"}
+var cfg = dbsetup.Config{Database: "ichido", MasterUser: "ichido_admin", MigrateUser: "ichido_migrate", AppUser: "ichido_app", CheckUser: "ichido_check"}
 
 // aurora16 starts a PostgreSQL 16 prepared like Aurora (the pg_cron
 // stand-in: the npm server has no pg_cron), with the stand-in's jobs run as
@@ -60,7 +60,7 @@ func TestApplyOnAuroraLike16(t *testing.T) {
 	sum, err := dbsetup.Apply(ctx, connector(t, a.Cluster), cfg)
 	require.NoError(t, err)
 	require.Contains(t, sum.Server, "16.")
-	require.ElementsMatch(t, []string{"ichido_migrate", "ichido_app"}, sum.Created)
+	require.ElementsMatch(t, []string{"ichido_migrate", "ichido_app", "ichido_check"}, sum.Created)
 	require.NotEmpty(t, sum.Applied)
 	t.Logf("server %s: applied %d migrations, granted on %v", sum.Server, len(sum.Applied), sum.Granted)
 
@@ -115,7 +115,7 @@ func checkRule(t *testing.T, super *pgxpool.Pool, schema string, cfg dbsetup.Con
 		require.Equal(t, cfg.MigrateUser, r.Owner, "%s %s: the migrate user owns every object", r.Kind, r.Name)
 		want := map[string]string{"table": dml, "sequence": "USAGE", "function": "EXECUTE", "procedure": ""}[r.Kind]
 		switch r.Name {
-		case "goose_db_version", "idempotency_store_version", "goose_db_version_id_seq":
+		case "goose_db_version", "idempotency_store_version", "goose_db_version_id_seq", dbsetup.PurgeHealthFunction:
 			want = ""
 		}
 		require.Equal(t, want, r.Privs, "%s %s: the app user's privileges", r.Kind, r.Name)
@@ -176,6 +176,11 @@ func TestApplyRefusesBadConfig(t *testing.T) {
 	same.AppUser = same.MigrateUser
 	_, err = dbsetup.Apply(context.Background(), never, same)
 	require.ErrorIs(t, err, dbsetup.ErrConfig)
+	noCheck := cfg
+	noCheck.CheckUser = ""
+	_, err = dbsetup.Apply(context.Background(), never, noCheck)
+	require.ErrorIs(t, err, dbsetup.ErrConfig)
+	require.ErrorContains(t, err, "CheckUser")
 }
 
 // TestApplyTakesOverAnEarlierStack: a database set up by hand as the
@@ -199,7 +204,7 @@ func TestApplyTakesOverAnEarlierStack(t *testing.T) {
 
 	sum, err := dbsetup.Apply(ctx, connector(t, a.Cluster), cfg)
 	require.NoError(t, err)
-	require.Equal(t, []string{cfg.MigrateUser}, sum.Created, "the app user existed")
+	require.Equal(t, []string{cfg.MigrateUser, cfg.CheckUser}, sum.Created, "the app user existed")
 	require.Contains(t, sum.TakenOver, "public.tasks")
 	require.Empty(t, sum.Applied, "the migrations were applied already")
 

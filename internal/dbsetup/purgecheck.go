@@ -11,17 +11,64 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
+// PurgeHealthFunction is the function through which the purge check reads
+// what it needs, created by the setup in the application's schema. It runs
+// as its owner, the migrate user (SECURITY DEFINER), since pg_cron shows a
+// user its own jobs and runs only; the check user may call it and has no
+// other privilege, so the check never sees a stored response or acts as
+// the migrate user.
+const PurgeHealthFunction = "purge_health"
+
+// purgeHealthSQL creates PurgeHealthFunction in schema %[1]s: the counts of
+// the migrate user's purge jobs and of their runs within the window, the
+// newest failure's message, the key table's size, and, unless
+// expired_before is null, how many keys expired before it (at most
+// expired_cap).
+const purgeHealthSQL = `
+CREATE OR REPLACE FUNCTION %[1]s.purge_health(window_seconds double precision, expired_before timestamptz, expired_cap bigint)
+RETURNS TABLE (purge_jobs bigint, runs_succeeded bigint, runs_failed bigint, last_failure text, key_table_bytes bigint, expired_keys bigint)
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+	SELECT (SELECT count(*) FROM cron.job WHERE username = current_user AND jobname LIKE 'purge-%%'),
+	       count(*) FILTER (WHERE d.status = 'succeeded'),
+	       count(*) FILTER (WHERE d.status = 'failed'),
+	       (array_agg(d.return_message ORDER BY d.start_time DESC) FILTER (WHERE d.status = 'failed'))[1],
+	       pg_total_relation_size('%[1]s.idempotency_keys'::regclass),
+	       CASE WHEN expired_before IS NULL THEN 0
+	            ELSE (SELECT count(*) FROM (SELECT 1 FROM %[1]s.idempotency_keys WHERE expires_at < expired_before LIMIT expired_cap) s) END
+	FROM cron.job_run_details d JOIN cron.job j USING (jobid)
+	WHERE d.username = current_user AND j.jobname LIKE 'purge-%%' AND d.start_time > now() - make_interval(secs => window_seconds)
+$fn$`
+
+// InstallPurgeHealth creates (or replaces) PurgeHealthFunction in schema,
+// as the pool's user, its owner (the migrate user), and lets checkUser, and
+// no one else, call it.
+func InstallPurgeHealth(ctx context.Context, pool *pgxpool.Pool, schema, checkUser string) error {
+	fn := ident(schema) + "." + PurgeHealthFunction + "(double precision, timestamptz, bigint)"
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		for _, s := range []struct{ what, sql string }{
+			{"creating the purge check's function", fmt.Sprintf(purgeHealthSQL, ident(schema))},
+			{"revoking the purge check's function from PUBLIC", `REVOKE ALL ON FUNCTION ` + fn + ` FROM PUBLIC`},
+			{"letting " + checkUser + " call the purge check's function", `GRANT EXECUTE ON FUNCTION ` + fn + ` TO ` + ident(checkUser)},
+		} {
+			if _, err := tx.Exec(ctx, s.sql); err != nil {
+				return step(s.what, err)
+			}
+		}
+		return nil
+	})
+}
+
 // PurgeCheck reads, in operation, whether the purge jobs do their work:
-// pg_cron's runs of the migrate user's purge-* jobs and the key table. The
-// migrate function runs it on a schedule and prints it as CloudWatch
-// embedded metrics (namespace Namespace, dimension FunctionName), on which
-// the stack's purge alarm goes off.
+// pg_cron's runs of the migrate user's purge-* jobs and the key table,
+// through PurgeHealthFunction. The purge check function runs it on a
+// schedule, as the check user, and prints it as CloudWatch embedded metrics
+// (namespace Namespace, dimension FunctionName), on which the stack's purge
+// alarm goes off.
 type PurgeCheck struct {
-	// MigrateUser schedules the purge jobs; the check reads their runs as
-	// it (pg_cron shows a user its own runs only), through SET ROLE from
-	// the connection's user, which the setup lets act as it. Required.
-	MigrateUser string
-	// Schema holds the key table. Defaults to "public".
+	// Schema holds the key table and PurgeHealthFunction. Defaults to
+	// "public".
 	Schema string
 	// Window is how far back the check counts runs; it must hold a run of
 	// the hourly key purge. Defaults to 2 hours.
@@ -124,37 +171,7 @@ func (c *PurgeCheck) defaults() PurgeCheck {
 func (c *PurgeCheck) Read(ctx context.Context, pool *pgxpool.Pool) (PurgeHealth, error) {
 	cfg := c.defaults()
 	var h PurgeHealth
-	if cfg.MigrateUser == "" {
-		return h, fmt.Errorf("%w: PurgeCheck.MigrateUser not set", ErrConfig)
-	}
 	err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		var me string
-		if err := tx.QueryRow(ctx, `SELECT current_user`).Scan(&me); err != nil {
-			return err
-		}
-		if me != cfg.MigrateUser {
-			if _, err := tx.Exec(ctx, `SET LOCAL ROLE `+ident(cfg.MigrateUser)); err != nil {
-				return fmt.Errorf("acting as %s (the setup grants %s SET on it): %w", cfg.MigrateUser, me, err)
-			}
-		}
-		var last *string
-		if err := tx.QueryRow(ctx, `
-			SELECT (SELECT count(*) FROM cron.job WHERE username = current_user AND jobname LIKE 'purge-%'),
-			       count(*) FILTER (WHERE d.status = 'succeeded'),
-			       count(*) FILTER (WHERE d.status = 'failed'),
-			       (array_agg(d.return_message ORDER BY d.start_time DESC) FILTER (WHERE d.status = 'failed'))[1]
-			FROM cron.job_run_details d JOIN cron.job j USING (jobid)
-			WHERE d.username = current_user AND j.jobname LIKE 'purge-%' AND d.start_time > now() - make_interval(secs => $1)`,
-			cfg.Window.Seconds()).Scan(&h.PurgeJobs, &h.PurgeRunsSucceeded, &h.PurgeRunsFailed, &last); err != nil {
-			return fmt.Errorf("reading pg_cron's runs: %w", err)
-		}
-		if last != nil {
-			h.LastFailure = *last
-		}
-		table := ident(cfg.Schema) + ".idempotency_keys"
-		if err := tx.QueryRow(ctx, `SELECT pg_total_relation_size($1::regclass)`, table).Scan(&h.KeyTableBytes); err != nil {
-			return fmt.Errorf("reading the key table's size: %w", err)
-		}
 		var now time.Time
 		if err := tx.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
 			return err
@@ -165,16 +182,24 @@ func (c *PurgeCheck) Read(ctx context.Context, pool *pgxpool.Pool) (PurgeHealth,
 		}
 		var lastDue time.Time
 		h.PurgeRunsDue, lastDue = purgesDue(now, upSince, cfg.Window)
-		if h.PurgeRunsDue == 0 {
-			return nil // no purge was due while it was up: none left a key behind
+		// With no purge due while the database was up, none left a key
+		// behind: the function counts none (a null instant).
+		var before *time.Time
+		if h.PurgeRunsDue > 0 {
+			b := now.Add(-cfg.Grace)
+			if lastDue.Before(b) {
+				b = lastDue
+			}
+			before = &b
 		}
-		before := now.Add(-cfg.Grace)
-		if lastDue.Before(before) {
-			before = lastDue
+		var last *string
+		if err := tx.QueryRow(ctx, `SELECT purge_jobs, runs_succeeded, runs_failed, last_failure, key_table_bytes, expired_keys FROM `+
+			ident(cfg.Schema)+`.`+PurgeHealthFunction+`($1, $2, $3)`, cfg.Window.Seconds(), before, expiredCap).Scan(
+			&h.PurgeJobs, &h.PurgeRunsSucceeded, &h.PurgeRunsFailed, &last, &h.KeyTableBytes, &h.ExpiredKeys); err != nil {
+			return fmt.Errorf("calling %s (the setup creates it and lets the check user call it): %w", PurgeHealthFunction, err)
 		}
-		if err := tx.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM `+table+` WHERE expires_at < $1 LIMIT $2) s`,
-			before, expiredCap).Scan(&h.ExpiredKeys); err != nil {
-			return fmt.Errorf("counting expired keys: %w", err)
+		if last != nil {
+			h.LastFailure = *last
 		}
 		return nil
 	})
@@ -232,14 +257,4 @@ func WriteEMF(out io.Writer, functionName string, at time.Time, h PurgeHealth) e
 	}
 	_, err = out.Write(append(b, '\n'))
 	return err
-}
-
-// IsScheduled says whether event is an EventBridge schedule's ("detail-type":
-// "Scheduled Event").
-func IsScheduled(event json.RawMessage) bool {
-	var e struct {
-		DetailType string `json:"detail-type"`
-		Source     string `json:"source"`
-	}
-	return json.Unmarshal(event, &e) == nil && e.DetailType == "Scheduled Event" && e.Source == "aws.events"
 }

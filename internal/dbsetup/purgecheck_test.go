@@ -5,21 +5,23 @@ import (
 	"context"
 	"encoding/json"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ichido/ichido/internal/dbsetup"
 	"github.com/ichido/ichido/internal/testkit/pgtest"
 )
 
-// TestPurgeCheck: the check reads the purge jobs' runs as the migrate user
-// through the master user's connection, and the key table: healthy once a
-// purge has run and left no expired key behind; not healthy with a key
-// left behind, nor once a purge run fails; and its EMF line carries the
-// metrics the template's alarm reads.
+// TestPurgeCheck: the check, logged in as the check user, reads the purge
+// jobs' runs (the migrate user's) and the key table through the setup's
+// function: healthy once a purge has run and left no expired key behind;
+// not healthy with a key left behind, nor once a purge run fails; and its
+// EMF line carries the metrics the template's alarm reads.
 func TestPurgeCheck(t *testing.T) {
 	ctx := context.Background()
 	bin, env, err := pgtest.InstallPG16(ctx)
@@ -32,18 +34,19 @@ func TestPurgeCheck(t *testing.T) {
 	_, err = dbsetup.Apply(ctx, connector(t, a.Cluster), cfg)
 	require.NoError(t, err)
 
-	master := pool(t, a.URLAs(cfg.MasterUser))
+	checker := pool(t, a.URLAs(cfg.CheckUser))
 	super := pool(t, a.URL(""))
+	checkUserIsLeastPrivileged(t, super, checker)
 	// A server up for hours (the test's started a moment ago): the hourly
 	// purge was due.
 	upFor := func(d time.Duration) func(context.Context, pgx.Tx) (time.Time, error) {
 		return func(context.Context, pgx.Tx) (time.Time, error) { return time.Now().Add(-d), nil }
 	}
-	check := &dbsetup.PurgeCheck{MigrateUser: cfg.MigrateUser, FunctionName: "ichido-MigrateFunction", UpSince: upFor(3 * time.Hour)}
+	check := &dbsetup.PurgeCheck{FunctionName: "ichido-MigrateFunction", UpSince: upFor(3 * time.Hour)}
 	healthy := func() dbsetup.PurgeHealth {
 		var h dbsetup.PurgeHealth
 		require.Eventually(t, func() bool {
-			h, err = check.Read(ctx, master)
+			h, err = check.Read(ctx, checker)
 			require.NoError(t, err)
 			return h.Healthy()
 		}, 10*time.Second, 100*time.Millisecond, "the check finds the purge healthy: %+v", h)
@@ -58,7 +61,7 @@ func TestPurgeCheck(t *testing.T) {
 	_, err = super.Exec(ctx, `INSERT INTO idempotency_keys (key, user_id, request_hash, status, response_body, status_code, owner, created_at, expires_at)
 		VALUES ('00000000-0000-4000-8000-000000000009', '7d4c1f9e-3b2a-4c8d-9e6f-1a2b3c4d5e6f', 'h', 'completed', '{}', 200, 'check', now() - interval '4 hours', now() - interval '3 hours')`)
 	require.NoError(t, err)
-	h, err = check.Read(ctx, master)
+	h, err = check.Read(ctx, checker)
 	require.NoError(t, err)
 	require.Equal(t, int64(1), h.ExpiredKeys)
 	require.Positive(t, h.PurgeRunsDue)
@@ -68,7 +71,7 @@ func TestPurgeCheck(t *testing.T) {
 	// no purge was due while it was up, so none missed its key.
 	resumed := *check
 	resumed.UpSince = upFor(time.Minute)
-	h, err = resumed.Read(ctx, master)
+	h, err = resumed.Read(ctx, checker)
 	require.NoError(t, err)
 	require.Zero(t, h.PurgeRunsDue)
 	require.Zero(t, h.ExpiredKeys)
@@ -83,7 +86,7 @@ func TestPurgeCheck(t *testing.T) {
 	_, err = super.Exec(ctx, `UPDATE cron.job SET command = 'CALL no_such_procedure()' WHERE jobname = 'purge-idempotency'`)
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
-		h, err = check.Read(ctx, master)
+		h, err = check.Read(ctx, checker)
 		require.NoError(t, err)
 		return h.PurgeRunsFailed > 0
 	}, 10*time.Second, 100*time.Millisecond)
@@ -91,7 +94,7 @@ func TestPurgeCheck(t *testing.T) {
 	require.Contains(t, h.LastFailure, "no_such_procedure")
 
 	var out bytes.Buffer
-	h, err = check.Run(ctx, master, &out)
+	h, err = check.Run(ctx, checker, &out)
 	require.NoError(t, err)
 	var line map[string]any
 	require.NoError(t, json.Unmarshal(bytes.TrimSpace(out.Bytes()), &line), out.String())
@@ -112,15 +115,6 @@ func TestPurgeCheck(t *testing.T) {
 	t.Logf("EMF: %s", bytes.TrimSpace(out.Bytes()))
 }
 
-// TestIsScheduled: EventBridge's scheduled event runs the check; any
-// other event does not.
-func TestIsScheduled(t *testing.T) {
-	t.Parallel()
-	require.True(t, dbsetup.IsScheduled(json.RawMessage(`{"version":"0","id":"x","detail-type":"Scheduled Event","source":"aws.events","detail":{}}`)))
-	require.False(t, dbsetup.IsScheduled(json.RawMessage(`{}`)))
-	require.False(t, dbsetup.IsScheduled(json.RawMessage(`{"RequestType":"Update"}`)))
-}
-
 // TestPurgeHealthRule: the alarm's rule, case by case. A run is needed only
 // when one was due while the database was up.
 func TestPurgeHealthRule(t *testing.T) {
@@ -139,4 +133,48 @@ func TestPurgeHealthRule(t *testing.T) {
 	} {
 		require.Equal(t, tc.want, tc.h.Healthy(), tc.name)
 	}
+}
+
+// checkUserIsLeastPrivileged: the check user logs in with IAM only, belongs
+// to no role but rds_iam, owns nothing, and may call the purge check's
+// function and nothing else: no key, no task, no pg_cron table, no acting as
+// the migrate user. No other user but the owner may call the function.
+func checkUserIsLeastPrivileged(t *testing.T, super, checker *pgxpool.Pool) {
+	t.Helper()
+	ctx := context.Background()
+	var login, superuser, createrole, createdb, bypassRLS, noPassword bool
+	require.NoError(t, super.QueryRow(ctx, `SELECT rolcanlogin, rolsuper, rolcreaterole, rolcreatedb, rolbypassrls, rolpassword IS NULL FROM pg_authid WHERE rolname = $1`,
+		cfg.CheckUser).Scan(&login, &superuser, &createrole, &createdb, &bypassRLS, &noPassword))
+	require.True(t, login && noPassword, "an IAM login")
+	require.False(t, superuser || createrole || createdb || bypassRLS)
+	var roles []string
+	require.NoError(t, super.QueryRow(ctx, `SELECT coalesce(array_agg(g.rolname::text ORDER BY 1), '{}') FROM pg_auth_members m
+		JOIN pg_roles g ON g.oid = m.roleid JOIN pg_roles u ON u.oid = m.member WHERE u.rolname = $1`, cfg.CheckUser).Scan(&roles))
+	require.Equal(t, []string{"rds_iam"}, roles)
+	owned, err := dbsetup.Owned(ctx, super, cfg.CheckUser)
+	require.NoError(t, err)
+	require.Empty(t, owned)
+
+	for _, q := range []string{
+		`SELECT count(*) FROM idempotency_keys`,
+		`SELECT count(*) FROM tasks`,
+		`SELECT count(*) FROM cron.job`,
+		`SELECT count(*) FROM cron.job_run_details`,
+		`SET ROLE ` + cfg.MigrateUser,
+		`CREATE TABLE mine (id int)`,
+	} {
+		_, err := checker.Exec(ctx, q)
+		require.ErrorContains(t, err, "permission denied", "the check user may not: %s", q)
+	}
+	var n int
+	require.NoError(t, checker.QueryRow(ctx, `SELECT count(*) FROM `+dbsetup.PurgeHealthFunction+`(3600, NULL, 1)`).Scan(&n))
+	require.Equal(t, 1, n)
+	var callers []string
+	require.NoError(t, super.QueryRow(ctx, `SELECT array_agg(r.rolname::text ORDER BY 1) FROM pg_roles r
+		WHERE has_function_privilege(r.oid, $1::regprocedure, 'EXECUTE') AND NOT r.rolsuper`,
+		dbsetup.PurgeHealthFunction+"(double precision, timestamptz, bigint)").Scan(&callers))
+	// The master user may act as the migrate user, for maintenance; on 16
+	// without inheriting its privileges.
+	require.ElementsMatch(t, []string{cfg.MigrateUser, cfg.CheckUser}, slices.DeleteFunc(callers, func(r string) bool { return r == cfg.MasterUser }),
+		"only the owner and the check user call it")
 }

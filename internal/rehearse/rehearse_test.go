@@ -35,6 +35,7 @@ const (
 	masterUser  = "ichido_admin"
 	migrateUser = "ichido_migrate"
 	appUser     = "ichido_app"
+	checkUser   = "ichido_check"
 	eventUser   = "7d4c1f9e-3b2a-4c8d-9e6f-1a2b3c4d5e6f"
 )
 
@@ -61,7 +62,7 @@ func TestRehearse(t *testing.T) {
 	var mu sync.Mutex
 	var g errgroup.Group
 	g.SetLimit(2)
-	for _, id := range append([]string{"MigrateFunction"}, taskFunctions...) {
+	for _, id := range append([]string{"MigrateFunction", "PurgeCheckFunction"}, taskFunctions...) {
 		g.Go(func() error {
 			b, err := lambdarie.BuildBootstrap(ctx, lambdarie.FunctionPackage(id), filepath.Join(t.TempDir(), id))
 			mu.Lock()
@@ -150,7 +151,7 @@ type stage struct {
 // report of it.
 func (r *rig) rehearse(t *testing.T, a *pgtest.Aurora, fakeCron bool) string {
 	ctx := context.Background()
-	bouncer, err := pgtest.StartPgBouncer(ctx, pgtest.PgBouncerOptions{Port: a.Port, Users: []string{"postgres", masterUser, migrateUser, appUser}})
+	bouncer, err := pgtest.StartPgBouncer(ctx, pgtest.PgBouncerOptions{Port: a.Port, Users: []string{"postgres", masterUser, migrateUser, appUser, checkUser}})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = bouncer.Stop() })
 	cf := newCloudFormation(t)
@@ -212,6 +213,9 @@ func (r *rig) rehearse(t *testing.T, a *pgtest.Aurora, fakeCron bool) string {
 	// The purge jobs, once, as pg_cron runs them.
 	runPurges(t, super)
 	checkPrivileges(t, super)
+	for _, st := range []stage{prod, dev} {
+		r.purgeCheck(t, st)
+	}
 
 	r.rollbacks(t, prod, cf, super)
 
@@ -693,4 +697,30 @@ func exec(name string, args ...string) (string, error) {
 	}
 	out, err := osexec.Command(path, args...).Output()
 	return string(out), err
+}
+
+// purgeCheck invokes PurgeCheckFunction as its schedule does, as the check
+// user the template names, and reads its embedded-metric line: it sees the
+// migrate user's three purge jobs through the setup's function.
+func (r *rig) purgeCheck(t *testing.T, st stage) {
+	t.Helper()
+	env := r.env(t, "PurgeCheckFunction", st)
+	require.Contains(t, env["DATABASE_URL"], "//"+checkUser+"@", "the purge check connects as the check user")
+	var logs capture.Buffer
+	emu := r.start(t, "PurgeCheckFunction", env, &logs)
+	defer emu.Stop()
+	_, err := emu.Invoke(context.Background(), []byte(`{"version":"0","id":"1","detail-type":"Scheduled Event","source":"aws.events","detail":{}}`))
+	require.NoError(t, err, logs.String())
+	var line map[string]any
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if i := strings.IndexByte(l, '{'); i >= 0 && strings.Contains(l, `"PurgeCheckRan"`) {
+			require.NoError(t, json.Unmarshal([]byte(strings.TrimSpace(l[i:])), &line), l)
+		}
+	}
+	require.NotNil(t, line, "the check's embedded-metric line\n%s", logs.String())
+	require.EqualValues(t, 1, line["PurgeCheckRan"])
+	require.EqualValues(t, 3, line["PurgeJobs"], "the check user sees the migrate user's purge jobs")
+	require.EqualValues(t, 0, line["PurgeRunsFailed"])
+	t.Logf("Stage=%s: PurgeCheckFunction as %s: PurgeJobs %v, PurgeRunsSucceeded %v, PurgeRunsDue %v, healthy %v",
+		st.name, checkUser, line["PurgeJobs"], line["PurgeRunsSucceeded"], line["PurgeRunsDue"], line["healthy"])
 }

@@ -524,7 +524,8 @@ func ref(v any) string {
 // The functions reach the writer as the database user their DB_USER names,
 // over TLS checked against the CAs their DB_TLS_CA names, and their IAM
 // policy allows exactly that: rds-db:connect on dbuser:<id>/<that user> (and,
-// for MigrateFunction, its migrate user too). With Stage=prod they go
+// for MigrateFunction, its migrate user too; PurgeCheckFunction connects as
+// the check user only). With Stage=prod they go
 // through the proxy (<id> is its prx- id), which requires TLS and logs in to
 // the cluster with IAM itself (end-to-end IAM: no secret); with Stage=dev
 // they go straight to the cluster's writer endpoint (<id> is its resource
@@ -575,7 +576,10 @@ func TestDatabaseAccessIsConsistent(t *testing.T) {
 				require.Equal(t, "DatabaseMasterUser", user, "the setup connects as the master user first")
 				require.Equal(t, "DatabaseMigrateUser", ref(fn.EnvironmentRaw["DB_SETUP_MIGRATE_USER"]))
 				require.Equal(t, "DatabaseAppUser", ref(fn.EnvironmentRaw["DB_SETUP_APP_USER"]))
+				require.Equal(t, "DatabaseCheckUser", ref(fn.EnvironmentRaw["DB_SETUP_CHECK_USER"]))
 				wantUsers = append(wantUsers, "DatabaseMigrateUser")
+			} else if fn.LogicalID == "PurgeCheckFunction" {
+				require.Equal(t, "DatabaseCheckUser", user, "the purge check connects as the check user")
 			} else {
 				require.Equal(t, "DatabaseAppUser", user, "%s: the task functions connect as the app user", fn.LogicalID)
 			}
@@ -619,7 +623,7 @@ func TestDatabaseAccessIsConsistent(t *testing.T) {
 
 // checkProxy checks the proxy: TLS required, end-to-end IAM (no Auth list,
 // no secret), its own role allowed rds-db:connect on the cluster as exactly
-// the three database users, and only RDS acting for this account may
+// the four database users, and only RDS acting for this account may
 // assume that role.
 func checkProxy(t *testing.T, tpl *samtemplate.Template, proxyID, clusterID string) {
 	t.Helper()
@@ -646,7 +650,7 @@ func checkProxy(t *testing.T, tpl *samtemplate.Template, proxyID, clusterID stri
 			}
 		}
 	}
-	require.ElementsMatch(t, []string{"DatabaseAppUser", "DatabaseMigrateUser", "DatabaseMasterUser"}, users, "the proxy logs in as exactly the three users")
+	require.ElementsMatch(t, []string{"DatabaseAppUser", "DatabaseMigrateUser", "DatabaseMasterUser", "DatabaseCheckUser"}, users, "the proxy logs in as exactly the four users")
 	trust, _ := tpl.Resources[role].Properties["AssumeRolePolicyDocument"].(map[string]any)
 	for _, st := range anySlice(trust["Statement"]) {
 		stmt, _ := st.(map[string]any)

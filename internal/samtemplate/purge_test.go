@@ -56,9 +56,10 @@ func TestDatabaseSetupAfterItsPath(t *testing.T) {
 }
 
 // TestPurgeIsProvenAndWatched: the parameter group leaves how pg_cron
-// starts jobs to AWS (the setup proves that they run), MigrateFunction runs
-// the purge check on a schedule, and KeyPurgeAlarm reads exactly the
-// metrics the check writes, under its namespace and dimension.
+// starts jobs to AWS (the setup proves that they run), PurgeCheckFunction
+// runs the purge check on a schedule, as the check user, which the setup
+// creates, and KeyPurgeAlarm reads exactly the metrics the check writes,
+// under its namespace and dimension.
 func TestPurgeIsProvenAndWatched(t *testing.T) {
 	t.Parallel()
 	var emf bytes.Buffer
@@ -76,9 +77,14 @@ func TestPurgeIsProvenAndWatched(t *testing.T) {
 		params := tpl.Resources["ClusterParameterGroup"].Properties["Parameters"].(map[string]any)
 		require.NotContains(t, params, "cron.use_background_workers", "Stage=%s: AWS does not let a user modify it", stage)
 
-		events := tpl.Resources["MigrateFunction"].Properties["Events"].(map[string]any)
+		require.NotContains(t, tpl.Resources["MigrateFunction"].Properties, "Events", "Stage=%s: the setup's function, which may log in as the master user, runs on deploys only", stage)
+		events := tpl.Resources["PurgeCheckFunction"].Properties["Events"].(map[string]any)
 		check := events["PurgeCheck"].(map[string]any)
 		require.Equal(t, "Schedule", check["Type"], stage)
+		env := tpl.Resources["PurgeCheckFunction"].Properties["Environment"].(map[string]any)["Variables"].(map[string]any)
+		require.Equal(t, map[string]any{"Ref": "DatabaseCheckUser"}, env["DB_USER"], stage)
+		setupEnv := tpl.Resources["MigrateFunction"].Properties["Environment"].(map[string]any)["Variables"].(map[string]any)
+		require.Equal(t, map[string]any{"Ref": "DatabaseCheckUser"}, setupEnv["DB_SETUP_CHECK_USER"], "Stage=%s: the setup creates the check user", stage)
 
 		alarm := tpl.Resources["KeyPurgeAlarm"].Properties
 		var read []string
@@ -92,7 +98,7 @@ func TestPurgeIsProvenAndWatched(t *testing.T) {
 			dims := m["Dimensions"].([]any)
 			require.Len(t, dims, 1)
 			require.Equal(t, "FunctionName", dims[0].(map[string]any)["Name"])
-			require.Equal(t, map[string]any{"Ref": "MigrateFunction"}, dims[0].(map[string]any)["Value"])
+			require.Equal(t, map[string]any{"Ref": "PurgeCheckFunction"}, dims[0].(map[string]any)["Value"])
 			name := m["MetricName"].(string)
 			require.True(t, written[name], "Stage=%s: the alarm reads %s, which the check writes", stage, name)
 			read = append(read, name)

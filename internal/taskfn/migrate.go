@@ -41,8 +41,8 @@ type AppliedMigration struct {
 // Migrator prepares the database the environment names. It holds no
 // connection between runs: the migrate function runs once a deploy.
 //
-// With DB_SETUP_MIGRATE_USER and DB_SETUP_APP_USER set (the deployed
-// function), it runs the whole database setup (package dbsetup): DB_USER is
+// With DB_SETUP_MIGRATE_USER, DB_SETUP_APP_USER and DB_SETUP_CHECK_USER
+// set (the deployed function), it runs the whole database setup (package dbsetup): DB_USER is
 // then the master user, and the setup connects as the migrate user too (in
 // iam mode with a token for that user, in url mode with DATABASE_URL's user
 // replaced). Unset (local runs), it applies the migrations as the user it
@@ -65,25 +65,26 @@ func NewMigrator(getenv func(string) string) (*Migrator, error) {
 }
 
 // WithSetup returns a Migrator that runs the database setup (package
-// dbsetup) with migrateUser owning the objects and appUser for the task
-// functions; the configured user (DB_USER, or DATABASE_URL's) is the master
-// user. The migrate function reads the two names from DB_SETUP_MIGRATE_USER
-// and DB_SETUP_APP_USER; with both empty it returns m unchanged (migrations
+// dbsetup) with migrateUser owning the objects, appUser for the task
+// functions and checkUser for the purge check; the configured user
+// (DB_USER, or DATABASE_URL's) is the master user. The migrate function
+// reads the three names from DB_SETUP_MIGRATE_USER, DB_SETUP_APP_USER and
+// DB_SETUP_CHECK_USER; with all empty it returns m unchanged (migrations
 // only, as local runs do). Errors match ErrConfig.
-func (m *Migrator) WithSetup(migrateUser, appUser string) (*Migrator, error) {
-	migrateUser, appUser = strings.TrimSpace(migrateUser), strings.TrimSpace(appUser)
+func (m *Migrator) WithSetup(migrateUser, appUser, checkUser string) (*Migrator, error) {
+	migrateUser, appUser, checkUser = strings.TrimSpace(migrateUser), strings.TrimSpace(appUser), strings.TrimSpace(checkUser)
 	switch {
-	case migrateUser == "" && appUser == "":
+	case migrateUser == "" && appUser == "" && checkUser == "":
 		return m, nil
-	case migrateUser == "" || appUser == "":
-		return nil, fmt.Errorf("%w: %w", ErrConfig, &ConfigError{"DB_SETUP_MIGRATE_USER", "and DB_SETUP_APP_USER must be set together (the database setup) or both left empty (migrations only)"})
+	case migrateUser == "" || appUser == "" || checkUser == "":
+		return nil, fmt.Errorf("%w: %w", ErrConfig, &ConfigError{"DB_SETUP_MIGRATE_USER", "and DB_SETUP_APP_USER and DB_SETUP_CHECK_USER must all be set (the database setup) or all left empty (migrations only)"})
 	}
 	master, dbName, err := whoAndWhere(m.db)
 	if err != nil {
 		return nil, err
 	}
 	out := *m
-	out.setup = &dbsetup.Config{Database: dbName, MasterUser: master, MigrateUser: migrateUser, AppUser: appUser}
+	out.setup = &dbsetup.Config{Database: dbName, MasterUser: master, MigrateUser: migrateUser, AppUser: appUser, CheckUser: checkUser}
 	return &out, nil
 }
 
