@@ -41,7 +41,9 @@ local function head(v)
     return nil
   end
   local status = string.sub(v, 2, 2)
-  if status ~= 'p' and status ~= 'c' then
+  if status ~= 'c' and (status ~= 'p' or version ~= 1) then
+    -- Version 2 is a completed record with an origin: in progress, it
+    -- is not a record.
     return nil
   end
   local o = 34 + u16(v, 32)
