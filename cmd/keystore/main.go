@@ -7,8 +7,9 @@
 //
 //	go run github.com/ichido/ichido/cmd/keystore -database-url URL [-schema name] [-no-cron]
 //
-// -database-url defaults to $DATABASE_URL. -schema defaults to the
-// connection's current schema (public unless the URL sets search_path).
+// -database-url defaults to $DATABASE_URL. -schema defaults to
+// $IDEMPOTENCY_SCHEMA (as package storeenv reads it), else the connection's
+// current schema (public unless the URL sets search_path).
 // pg_cron is used where it lives: in this database when it is the one named
 // by cron.database_name, else scheduled from that database with
 // cron.schedule_in_database; when neither is possible nothing is applied and
@@ -36,6 +37,7 @@
 //	keystore get    -sub 'auth0|6543210fedcba' -key 8e03978e-40d5-43e8-bc93-6894a57f9324
 //	keystore get    -sub 'auth0|6543210fedcba' -key order-1/charge -key-format opaque -prefix orders
 //	keystore get    -function task-activity -key <SQS message id>
+//	keystore get    -function rpc -sub 'auth0|6543210fedcba' -key 8e03978e-40d5-43e8-bc93-6894a57f9324
 //	keystore list   -status in_progress [-sub …] [-limit 100]
 //	keystore delete -sub … -key … [-key-format opaque] [-prefix orders]
 //	keystore user-id 'auth0|6543210fedcba'
@@ -46,7 +48,9 @@
 // -redis-url, -redis-prefix, -table and -dynamodb-prefix override it. A record is named as its request or call
 // named it (-sub and -key, with -key-format and -prefix as the handler's
 // Config has them; -function, -scope and -key for a Function or an
-// SQSHandler), or by the ids the store keeps (-user, -record-key). -key is
+// SQSHandler; -function rpc, -sub and -key, with -issuer and -tenant, for
+// a gRPC or Connect call), or by the ids the store keeps (-user,
+// -record-key). keystore help lists the commands. -key is
 // read as a UUID version 4 unless -key-format opaque says the handler's
 // Config.KeyFormat is KeyOpaque.
 //
@@ -100,6 +104,24 @@ func main() {
 	}
 }
 
+// usage lists the subcommands; keystore -h and keystore help print it.
+const usage = `usage:
+  keystore [-database-url URL] [-schema NAME] [-no-cron] [-uninstall]
+                                 create or update the key store (pgstore.Migrate)
+  keystore -sql DIR|-            write its migration files for another tool
+  keystore get    -sub S -key K  print a record (a request's; -function NAME for a
+                                 Function, -function rpc -sub S for a gRPC or Connect call)
+  keystore list   [-sub S | -function NAME] [-status in_progress|completed]
+  keystore delete -sub S -key K  delete a record (the same flags as get)
+  keystore user-id [-issuer I] [-tenant T] SUBJECT
+                                 print the user id the stores keep for a subject
+  keystore help                  print this
+
+The store is the one the environment names (IDEMPOTENCY_STORE, DATABASE_URL or
+the dbpool variables, IDEMPOTENCY_SCHEMA, REDIS_URL, IDEMPOTENCY_TABLE).
+keystore COMMAND -h lists a command's flags.
+`
+
 func run(ctx context.Context, args []string, out io.Writer, getenv func(string) string) error {
 	if len(args) > 0 {
 		switch args[0] {
@@ -107,21 +129,31 @@ func run(ctx context.Context, args []string, out io.Writer, getenv func(string) 
 			return runRecords(ctx, args[0], args[1:], out, getenv)
 		case "user-id":
 			return runUserID(args[1:], out)
+		case "help":
+			fmt.Fprint(out, usage)
+			return nil
 		}
 	}
 	fs := flag.NewFlagSet("keystore", flag.ContinueOnError)
 	fs.SetOutput(out)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), usage+"\nflags of the first form:\n")
+		fs.PrintDefaults()
+	}
 	url := fs.String("database-url", getenv("DATABASE_URL"), "PostgreSQL URL (default $DATABASE_URL)")
-	schema := fs.String("schema", "", "schema of the key store (default: the connection's current schema)")
+	schema := fs.String("schema", getenv("IDEMPOTENCY_SCHEMA"), "schema of the key store (default $IDEMPOTENCY_SCHEMA, else the connection's current schema)")
 	noCron := fs.Bool("no-cron", false, "schedule no pg_cron job; call the purge procedure from your own scheduler")
 	uninstall := fs.Bool("uninstall", false, "remove the key store and its pg_cron job (every record is lost)")
 	timeout := fs.Duration("timeout", time.Minute, "give up after this long")
 	sqlDir := fs.String("sql", "", "write the key store's migration files into this folder for another migration tool (- prints them); touches no database")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
 		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
+		return fmt.Errorf("unexpected arguments %q (keystore help lists the commands)", fs.Args())
 	}
 	if *sqlDir != "" {
 		return writeSQL(*sqlDir, out)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,9 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgerrcode"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/dynamostore"
@@ -27,6 +31,9 @@ type recordFlags struct {
 	sub, issuer, tenant, key, keyFormat, prefix string
 	function, scope                             string
 	user, recordKey                             string
+	// rpcKey: -function names the gRPC and Connect adapters' records,
+	// whose keys are read as the adapters read them.
+	rpcKey bool
 
 	logSecretEnv string
 
@@ -38,12 +45,12 @@ type recordFlags struct {
 func (f *recordFlags) define(fs *flag.FlagSet, command string) {
 	fs.StringVar(&f.store, "store", "", "postgres, redis or dynamodb (default $IDEMPOTENCY_STORE, else postgres)")
 	fs.StringVar(&f.databaseURL, "database-url", "", "PostgreSQL URL (default $DATABASE_URL, or the dbpool variables)")
-	fs.StringVar(&f.schema, "schema", "", "schema of the key store (default: the connection's current schema)")
+	fs.StringVar(&f.schema, "schema", "", "schema of the key store (default $IDEMPOTENCY_SCHEMA, else the connection's current schema)")
 	fs.StringVar(&f.redisURL, "redis-url", "", "Redis URL (default $REDIS_URL)")
 	fs.StringVar(&f.redisPrefix, "redis-prefix", "", "the Redis store's Options.KeyPrefix (default "+redisstore.DefaultKeyPrefix+")")
 	fs.StringVar(&f.table, "table", "", "the DynamoDB table (default $IDEMPOTENCY_TABLE; region, credentials and endpoint are the AWS SDK's)")
 	fs.StringVar(&f.dynamoPrefix, "dynamodb-prefix", "", "the DynamoDB store's Options.KeyPrefix (default none)")
-	fs.StringVar(&f.sub, "sub", "", "the user's subject, as the authorizer gave it (a UUID, or auth0|…)")
+	fs.StringVar(&f.sub, "sub", "", "the user's subject, as the authorizer gave it (a UUID, or auth0|…); with -function, the subject a gRPC or Connect call (-function rpc) or a Function scoped by SubjectUUID was made by")
 	fs.StringVar(&f.issuer, "issuer", "", "with -sub: the token's issuer (iss), when the handler's user is idempotency.IssuerSubject(issuer, sub)")
 	fs.StringVar(&f.tenant, "tenant", "", "with -sub or -function: the run's tenant (a Lambda invocation's TenantID, or the handler's Config.Tenant)")
 	fs.StringVar(&f.key, "key", "", "the idempotency key as the client sent it; with -function, the function's key (an SQS message id, an event id)")
@@ -70,6 +77,9 @@ func runRecords(ctx context.Context, command string, args []string, out io.Write
 	var f recordFlags
 	f.define(fs, command)
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -94,6 +104,12 @@ func runRecords(ctx context.Context, command string, args []string, out io.Write
 	if !ok {
 		return fmt.Errorf("the store %T cannot list or delete records", store)
 	}
+	err = f.records(ctx, command, admin, userID, key, out, getenv)
+	return f.schemaHint(err, getenv)
+}
+
+// records runs get, list or delete on admin.
+func (f *recordFlags) records(ctx context.Context, command string, admin idemstore.Admin, userID, key string, out io.Writer, getenv func(string) string) error {
 	enc := json.NewEncoder(out)
 	enc.SetEscapeHTML(false)
 	switch command {
@@ -145,6 +161,15 @@ func runRecords(ctx context.Context, command string, args []string, out io.Write
 // name; for list, the key is not wanted and the user is optional. With
 // -tenant, the user id is the tenant's (idempotency.TenantUserID).
 func (f *recordFlags) ids(list bool) (userID, key string, err error) {
+	if f.function != "" && f.sub != "" {
+		if f.scope != "" {
+			return "", "", errors.New("-sub names the scope of -function; pass -sub or -scope, not both")
+		}
+		// The gRPC and Connect adapters, and a Function whose Scope is its
+		// user, scope a call by the subject's user id.
+		f.scope = idempotency.SubjectUUID(subjectOf(f.issuer, f.sub))
+		f.rpcKey = f.function == rpcName
+	}
 	if f.tenant != "" && f.sub == "" && f.function == "" {
 		return "", "", errors.New("-tenant scopes -sub or -function; -user is the id as stored, with its tenant")
 	}
@@ -158,7 +183,11 @@ func (f *recordFlags) ids(list bool) (userID, key string, err error) {
 // untenantedIDs is ids without the tenant.
 func (f *recordFlags) untenantedIDs(list bool) (userID, key string, err error) {
 	named := 0
-	for _, v := range []string{f.sub, f.function, f.user} {
+	sub := f.sub
+	if f.function != "" {
+		sub = "" // -sub is the function's scope
+	}
+	for _, v := range []string{sub, f.function, f.user} {
 		if v != "" {
 			named++
 		}
@@ -169,17 +198,16 @@ func (f *recordFlags) untenantedIDs(list bool) (userID, key string, err error) {
 	if f.issuer != "" && f.sub == "" {
 		return "", "", errors.New("-issuer qualifies -sub; pass -sub too")
 	}
+	if f.function != "" {
+		return f.functionIDs(list)
+	}
 	subject := subjectOf(f.issuer, f.sub)
 	if list {
 		if f.key != "" || f.recordKey != "" {
 			return "", "", errors.New("list selects by user and status; -key and -record-key are for get and delete")
 		}
-		switch {
-		case f.sub != "":
+		if f.sub != "" {
 			return idempotency.SubjectUUID(subject), "", nil
-		case f.function != "":
-			userID, _ := idempotency.FunctionRecordID(f.prefix, f.function, f.scope, "")
-			return userID, "", nil
 		}
 		return strings.ToLower(f.user), "", nil
 	}
@@ -187,12 +215,6 @@ func (f *recordFlags) untenantedIDs(list bool) (userID, key string, err error) {
 		return "", "", errors.New("name the key: -key (as sent) or -record-key (as the store keeps it)")
 	}
 	switch {
-	case f.function != "":
-		if f.recordKey != "" {
-			return "", "", errors.New("-function derives the record's key from -key; pass -user and -record-key instead to name it as stored")
-		}
-		userID, key := idempotency.FunctionRecordID(f.prefix, f.function, f.scope, f.key)
-		return userID, key, nil
 	case f.sub != "" && f.key != "":
 		format := idempotency.KeyUUIDv4
 		switch f.keyFormat {
@@ -215,6 +237,74 @@ func (f *recordFlags) untenantedIDs(list bool) (userID, key string, err error) {
 		return strings.ToLower(f.user), strings.ToLower(f.recordKey), nil
 	}
 	return "", "", errors.New("name the user: -sub (with -key), -function (with -key), or -user (with -record-key)")
+}
+
+// schemaHint adds to an error that says the key store's table or functions
+// are missing where the command looked for them, and how to look elsewhere.
+func (f *recordFlags) schemaHint(err error, getenv func(string) string) error {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return err
+	}
+	switch pgErr.Code {
+	case pgerrcode.UndefinedTable, pgerrcode.UndefinedFunction, pgerrcode.InvalidSchemaName:
+	default:
+		return err
+	}
+	where := "the connection's current schema"
+	if s := cmp.Or(f.schema, getenv(storeenv.EnvSchema)); s != "" {
+		where = "schema " + s
+	}
+	return fmt.Errorf("%w\nthe key store was looked for in %s: pass -schema NAME (or set %s) for the schema that holds it", err, where, storeenv.EnvSchema)
+}
+
+// rpcName is the function name the gRPC and Connect adapters keep their
+// records under (grpcidem.Name).
+const rpcName = "rpc"
+
+// functionIDs is untenantedIDs for -function: the scope is -scope, or the
+// user id of -sub. A gRPC or Connect call's key (-function rpc) is read as
+// the adapters read it, in -key-format.
+func (f *recordFlags) functionIDs(list bool) (userID, key string, err error) {
+	if list {
+		if f.key != "" || f.recordKey != "" {
+			return "", "", errors.New("list selects by user and status; -key and -record-key are for get and delete")
+		}
+		userID, _ := idempotency.FunctionRecordID(f.prefix, f.function, f.scope, "")
+		return userID, "", nil
+	}
+	switch {
+	case f.recordKey != "":
+		return "", "", errors.New("-function derives the record's key from -key; pass -user and -record-key instead to name it as stored")
+	case f.key == "":
+		return "", "", errors.New("name the key: -key, as the function's Key returned it or the call sent it")
+	}
+	k := f.key
+	if f.rpcKey {
+		format, err := f.format()
+		if err != nil {
+			return "", "", err
+		}
+		// The adapters keep a key in the form the HTTP header's parser
+		// gives it (a UUID in lower case, an opaque key unquoted).
+		_, k, err = idempotency.HTTPRecordID(idempotency.Config{KeyFormat: format}, "-", f.key)
+		if err != nil {
+			return "", "", fmt.Errorf("-key %q: %w; for another key format pass -key-format opaque (the interceptor's Config.KeyFormat: KeyOpaque)", f.key, err)
+		}
+	}
+	userID, key = idempotency.FunctionRecordID(f.prefix, f.function, f.scope, k)
+	return userID, key, nil
+}
+
+// format is the key format -key-format names.
+func (f *recordFlags) format() (idempotency.KeyFormat, error) {
+	switch f.keyFormat {
+	case "uuid":
+		return idempotency.KeyUUIDv4, nil
+	case "opaque":
+		return idempotency.KeyOpaque, nil
+	}
+	return 0, fmt.Errorf("-key-format is %q: use uuid or opaque", f.keyFormat)
 }
 
 // logDigests adds to m the digests that the log lines of the record carry
@@ -299,14 +389,14 @@ func (f *recordFlags) recordJSON(rec idemstore.Record, withKey bool) map[string]
 	if f.tenant != "" {
 		m["tenant"] = f.tenant
 	}
-	switch {
-	case f.sub != "":
+	if f.sub != "" {
 		m["subject"] = f.sub
 		if f.issuer != "" {
 			m["issuer"] = f.issuer
 		}
 		m["request_hash_of"] = hashOfRequest
-	case f.function != "":
+	}
+	if f.function != "" {
 		m["function"] = f.function
 		if f.scope != "" {
 			m["scope"] = f.scope

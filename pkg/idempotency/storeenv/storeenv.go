@@ -23,6 +23,9 @@
 //	                   The credentials and AWS_ENDPOINT_URL_DYNAMODB (another
 //	                   endpoint, such as a local server) are the AWS SDK's
 //	                   own settings, which it reads from the process.
+//	IDEMPOTENCY_SCHEMA with postgres: the key store's schema
+//	                   (pgstore.Options.Schema), when Options.Postgres
+//	                   names none; unset, the connection's search_path.
 //	DB_AUTH, …         with postgres and no Options.Pool: the database
 //	                   (dbpool.ConfigFromEnv: DB_AUTH=url and DATABASE_URL,
 //	                   or DB_AUTH=iam and DB_HOST, DB_PORT, DB_NAME,
@@ -66,6 +69,24 @@ const (
 // EnvTable is the variable that names the DynamoDB table.
 const EnvTable = "IDEMPOTENCY_TABLE"
 
+// EnvSchema is the variable that names the PostgreSQL key store's schema.
+const EnvSchema = "IDEMPOTENCY_SCHEMA"
+
+// postgresOptions returns opts with the schema the environment names, when
+// opts names none.
+func postgresOptions(getenv func(string) string, opts *pgstore.Options) *pgstore.Options {
+	schema := strings.TrimSpace(getenv(EnvSchema))
+	if schema == "" || (opts != nil && opts.Schema != "") {
+		return opts
+	}
+	o := pgstore.Options{}
+	if opts != nil {
+		o = *opts
+	}
+	o.Schema = schema
+	return &o
+}
+
 // ErrEnv is matched (errors.Is) by every error Kind and Open return for the
 // environment: a variable is missing, malformed or contradicts another.
 // Such an error wraps each *Error, and each *dbpool.ConfigError of the
@@ -96,7 +117,8 @@ type Options struct {
 	// and the close function closes it.
 	Pool *pgxpool.Pool
 	// Postgres configures a postgres store (the schema of the key store).
-	// Defaults to nil: pgstore's defaults.
+	// Defaults to nil: pgstore's defaults, with IDEMPOTENCY_SCHEMA's
+	// schema when it is set.
 	Postgres *pgstore.Options
 	// Redis configures a redis store (its key prefix). Defaults to nil:
 	// redisstore's defaults.
@@ -169,8 +191,9 @@ func Open(ctx context.Context, getenv func(string) string, opts *Options) (idems
 	case DynamoDB:
 		return openDynamoDB(ctx, getenv, opts.DynamoDB)
 	}
+	pgOpts := postgresOptions(getenv, opts.Postgres)
 	if opts.Pool != nil {
-		return pgstore.New(opts.Pool, opts.Postgres), func() {}, nil
+		return pgstore.New(opts.Pool, pgOpts), func() {}, nil
 	}
 	cfg, err := dbpool.ConfigFromEnv(getenv)
 	if err != nil {
@@ -180,7 +203,7 @@ func Open(ctx context.Context, getenv func(string) string, opts *Options) (idems
 	if err != nil {
 		return nil, nil, fmt.Errorf("storeenv: %w", err)
 	}
-	return pgstore.New(pool, opts.Postgres), closeOnce(pool.Close), nil
+	return pgstore.New(pool, pgOpts), closeOnce(pool.Close), nil
 }
 
 func closeOnce(f func()) func() {
