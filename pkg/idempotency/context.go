@@ -13,7 +13,7 @@ type Info struct {
 	// UserID is the authenticated user, a lower-case UUID (SubjectUUID of
 	// the subject).
 	UserID string
-	// Tenant is the run's tenant (Config.Tenant), "" without one; the
+	// Tenant is the run's tenant (Settings.Tenant), "" without one; the
 	// record is kept under TenantUserID(Tenant, UserID).
 	Tenant string
 	// Fingerprint is the request's fingerprint, for a handler that records

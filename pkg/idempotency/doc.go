@@ -59,10 +59,9 @@
 // failures, atomic completion, the log line and the metrics) is documented
 // in the project's library guide.
 //
-// Related packages of this module: idemstore is the contract a store
-// implements, and storetest the suite that proves one; pgstore (PostgreSQL,
-// Aurora), redisstore (Redis, ElastiCache, Valkey) and dynamostore
-// (DynamoDB) are the stores; storeenv opens the store the environment names;
-// memstore is a store in memory for unit tests; dbpool builds the PostgreSQL
-// pool a Lambda function needs (RDS Proxy, IAM authentication).
+// Related packages: the stores pgstore, redisstore, dynamostore, memstore
+// (tests) and storeenv (the one the environment names), with dbpool for
+// PostgreSQL. The adapters grpcidem, connectidem, ginidem, echoidem and
+// webhook. The observe seam and otelidem (OpenTelemetry). For store
+// authors, idemstore and storetest.
 package idempotency

@@ -65,7 +65,7 @@ func TenantUserID(tenant, userID string) string {
 	return derivedUUID("tenant", tenant, userID)
 }
 
-// lambdaTenant is the default Config.Tenant: the tenant of a Lambda
+// lambdaTenant is the default Settings.Tenant: the tenant of a Lambda
 // invocation in tenant isolation mode.
 func lambdaTenant(ctx context.Context) string {
 	if lc, ok := lambdacontext.FromContext(ctx); ok {

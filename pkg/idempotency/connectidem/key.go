@@ -7,7 +7,7 @@ import "github.com/ichido/ichido/pkg/idempotency"
 // the client sent it, bare or quoted), under prefix (Config.KeyPrefix) and
 // format (Config.KeyFormat): how an operator finds a call's record, with
 // the operations command's -function flag and Name. A record of a tenant
-// (Config.Tenant) is kept under idempotency.TenantUserID(tenant, userID).
+// (Settings.Tenant) is kept under idempotency.TenantUserID(tenant, userID).
 // It fails when key is not of format, naming why.
 func RecordID(prefix string, format idempotency.KeyFormat, subject, key string) (userID, recordKey string, err error) {
 	return framework.RecordID(prefix, format, subject, key)
