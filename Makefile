@@ -35,16 +35,18 @@ db-start: ## Start the private PostgreSQL (pg_cron preloaded) and print its URL 
 db-stop: ## Stop the private PostgreSQL
 	@$(GO) run ./cmd/devdb stop
 
-# The repository holds three Go modules, used together through go.work: the
-# sample app and its tooling (go.mod), the library (pkg/go.mod) and the test
-# helpers (internal/testkit/go.mod). `./...` at the root covers the first
-# alone; the pattern `work` covers the packages of every module of go.work.
+# The repository holds several Go modules, used together through go.work
+# (see go.work and mk/release.mk). `./...` at the root covers the sample
+# app's module alone; the pattern `work` covers the packages of every module
+# of go.work. A test run must leave the tree as it found it: the go.mod,
+# go.sum and go.work.sum files are compared before and after.
 .PHONY: test
-test: deps lint verify ## Lint, model-check, then run every test against real servers and stop them
+test: modfiles-before deps lint verify ## Lint, model-check, then run every test against real servers and stop them
 	@mkdir -p $(LOCAL)
 	@rm -f $(LOCAL)/rehearse.txt
 	@$(GO) run ./cmd/devdb url >/dev/null
 	@set -o pipefail; \
+	  export PGSTORE_TEST_DATABASE="$$($(GO) run ./cmd/devdb url)"; \
 	  $(GO) test $(GOTESTFLAGS) -count=1 -timeout 14m work 2>&1 | tee $(LOCAL)/test.log; status=$$?; \
 	  if [ $$status -eq 0 ]; then \
 	    ICHIDO_TEST_ANYWHERE=1 $(GO) test $(GOTESTFLAGS) -count=1 -timeout 10m ./test/anywhere 2>&1 | tee -a $(LOCAL)/test.log; status=$$?; \
@@ -52,6 +54,10 @@ test: deps lint verify ## Lint, model-check, then run every test against real se
 	  cat $(LOCAL)/rehearse.txt 2>/dev/null; \
 	  $(GO) run ./cmd/devdb stop; \
 	  $(MAKE) --no-print-directory test-stop-extra; \
+	  if [ $$status -eq 0 ] && ! git status --porcelain -- '*.mod' '*.sum' | cmp -s - $(LOCAL)/modfiles-before.txt; then \
+	    echo "make test: the tests changed these go.mod/go.sum files; commit them as the go commands leave them:" >&2; \
+	    git status --porcelain -- '*.mod' '*.sum' >&2; status=1; \
+	  fi; \
 	  exit $$status
 
 # The copy of the project in a closed folder runs after the other packages,
@@ -60,6 +66,11 @@ test: deps lint verify ## Lint, model-check, then run every test against real se
 .PHONY: test-anywhere
 test-anywhere: deps ## Run the tests of a copy of the project in a folder of mode 0700 (part of make test)
 	@ICHIDO_TEST_ANYWHERE=1 $(GO) test $(GOTESTFLAGS) -count=1 -v -timeout 10m ./test/anywhere
+
+.PHONY: modfiles-before
+modfiles-before: ## (internal) note which go.mod and go.sum files differ from git before a test run
+	@mkdir -p $(LOCAL)
+	@git status --porcelain -- '*.mod' '*.sum' > $(LOCAL)/modfiles-before.txt 2>/dev/null || true
 
 .PHONY: test-stop-extra
 test-stop-extra:: ## (internal) stop servers other test targets started

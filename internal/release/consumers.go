@@ -145,7 +145,7 @@ func (c Consumer) Check(ctx context.Context, dir, version string, env []string) 
 	}
 	steps := []([]string){get, {"mod", "tidy"}}
 	if c.Tool {
-		steps = append(steps, []string{"build", "-o", os.DevNull, "tool"}, []string{"tool", "keystore", "help"})
+		steps = append(steps, []string{"build", "-o", os.DevNull, "tool"}, []string{"tool", "keystore", "-sql", "-"})
 	} else {
 		steps = append(steps, []string{"build", "./..."}, []string{"vet", "./..."})
 	}

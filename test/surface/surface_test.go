@@ -48,20 +48,29 @@ func goListIn(t *testing.T, dir string, args ...string) []string {
 }
 
 // The repository's modules, by folder: the sample app and its tooling (the
-// root), the library, its adapters to gRPC, Connect, Gin, Echo and OpenTelemetry (each a
-// module of its own, so that their frameworks reach only their users), the
-// operations command and the test helpers. Each is listed in its own
-// folder, so that the lists hold with or without go.work.
-var modules = []string{".", "pkg",
+// root), the published ones (the user API, each store client, each
+// framework adapter, the operations command) and the two that are never
+// tagged (the test helpers and the library's server-backed tests). Each is
+// listed in its own folder, so that the lists hold with or without go.work.
+var modules = []string{".", "pkg", filepath.Join("pkg", "dbpool"),
+	filepath.Join("pkg", "idempotency", "pgstore"), filepath.Join("pkg", "idempotency", "redisstore"),
+	filepath.Join("pkg", "idempotency", "dynamostore"), filepath.Join("pkg", "idempotency", "storeenv"),
 	filepath.Join("pkg", "idempotency", "grpcidem"), filepath.Join("pkg", "idempotency", "connectidem"),
 	filepath.Join("pkg", "idempotency", "ginidem"), filepath.Join("pkg", "idempotency", "echoidem"),
 	filepath.Join("pkg", "idempotency", "otelidem"),
-	filepath.Join("cmd", "keystore"), filepath.Join("internal", "testkit")}
+	filepath.Join("cmd", "keystore"), filepath.Join("internal", "testkit"), filepath.Join("internal", "libtest")}
 
-// libraryPackages lists the packages of the library's module (pkg/go.mod).
+// libraryPackages lists the packages of the library's modules (those under
+// pkg/).
 func libraryPackages(t *testing.T) []string {
 	t.Helper()
-	return goListIn(t, filepath.Join(root(t), "pkg"), "./...")
+	var pkgs []string
+	for _, dir := range modules {
+		if dir == "pkg" || strings.HasPrefix(dir, "pkg"+string(filepath.Separator)) {
+			pkgs = append(pkgs, goListIn(t, filepath.Join(root(t), dir), "./...")...)
+		}
+	}
+	return pkgs
 }
 
 // The packages another module can import are the library's alone.
@@ -84,7 +93,7 @@ func TestOnlyTheLibraryIsImportable(t *testing.T) {
 	for _, p := range importable {
 		require.Regexp(t, library, p, "%s can be imported by another module but is not the library: move it under internal/", p)
 	}
-	// The library's module holds the library and its internal packages,
+	// The library's modules hold the library and its internal packages,
 	// nothing else.
 	for _, p := range libraryPackages(t) {
 		require.Regexp(t, library, p)

@@ -15,10 +15,10 @@ import (
 )
 
 // The tests of this package that need PostgreSQL connect to the server that
-// TEST_DATABASE_URL names, as pgx's own tests do with PGX_TEST_DATABASE, and
-// are skipped without it. make test sets it to the repository's private
+// PGSTORE_TEST_DATABASE names, as pgx's own tests do with PGX_TEST_DATABASE,
+// and are skipped without it. make test sets it to the repository's private
 // server, where the store's other tests run too.
-const envDatabase = "TEST_DATABASE_URL"
+const envDatabase = "PGSTORE_TEST_DATABASE"
 
 // testDB is a pool whose search_path is a new schema holding the key store.
 // The schema and its purge job are dropped when the test ends.
