@@ -94,6 +94,11 @@ type heartbeat struct {
 //     cause that wraps that idemstore.Error, since no later renewal could
 //     succeed.
 //
+// While the handler holds the completion (it wrote it in its own open
+// transaction), nothing is renewed and nothing is told: that transaction
+// holds the record's row, and its commit or rollback settles the record.
+// A completion given back resumes the renewals.
+//
 // A renewal that fails otherwise is tried again at the next beat. Each is
 // bounded by the renewal period and by the time left before the run is
 // told.
@@ -126,9 +131,21 @@ func (hb *heartbeat) beat(ctx context.Context, granted time.Time, hold time.Dura
 		case <-hb.quit:
 			return
 		case <-told.C:
+			if hb.run.completionTaken.Load() {
+				// The run's own transaction holds the record: nothing to
+				// tell while it is open. Look again a period later.
+				told.Reset(period)
+				continue
+			}
 			hb.tell(hold, last)
 			return
 		case <-ticker.C:
+		}
+		if hb.run.completionTaken.Load() {
+			// The handler completed the record in its own open
+			// transaction, which holds the record's row: a renewal would
+			// wait on that lock. Its commit settles the record.
+			continue
 		}
 		sent, now := time.Now(), e.clock()
 		until := sent.Add(period)
@@ -166,7 +183,7 @@ func (hb *heartbeat) beat(ctx context.Context, granted time.Time, hold time.Dura
 		default:
 			last = err
 			hb.err = fmt.Errorf("renewing the lease (tried again at the next beat): %w", err)
-			if !time.Now().Before(granted.Add(hold)) {
+			if !time.Now().Before(granted.Add(hold)) && !hb.run.completionTaken.Load() {
 				hb.tell(hold, last)
 				return
 			}
