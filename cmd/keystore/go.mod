@@ -12,6 +12,7 @@ require (
 	github.com/ichido/ichido/pkg/idempotency/pgstore v0.0.0
 	github.com/ichido/ichido/pkg/idempotency/redisstore v0.0.0
 	github.com/ichido/ichido/pkg/idempotency/storeenv v0.0.0
+	github.com/jackc/pgerrcode v0.0.0-20250907135507-afb5586c32a6
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/stretchr/testify v1.12.1
 )
@@ -37,7 +38,6 @@ require (
 	github.com/aws/smithy-go v1.28.9 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/ichido/ichido/pkg/dbpool v0.0.0 // indirect
-	github.com/jackc/pgerrcode v0.0.0-20250907135507-afb5586c32a6 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect

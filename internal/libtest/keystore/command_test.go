@@ -32,9 +32,11 @@ func buildKeystore() (dir string, err error) {
 	return dir, nil
 }
 
-// envPrefixes are the variables the command and the stores it opens read.
-// The command sees only what the test's getenv gives for them.
-var envPrefixes = []string{"AWS_", "DB_", "PG", "REDIS_", "IDEMPOTENCY_", "DATABASE_URL", "LOG_SECRET", "TEST_"}
+// envPrefixes are the variables the command reads through its getenv
+// (storeenv's settings). The command sees only what the test's getenv gives
+// for them. The AWS SDK reads the process's environment directly, so the
+// AWS_ variables a test sets with t.Setenv reach the command as they are.
+var envPrefixes = []string{"DB_", "PG", "REDIS_", "IDEMPOTENCY_", "DATABASE_URL", "LOG_SECRET", "TEST_"}
 
 // envNames are the variables the tests set.
 var envNames = []string{
