@@ -298,6 +298,10 @@ func (e *engine) execute(ctx context.Context, state *runState, obs *observation,
 	var hb *heartbeat
 	if obs.heartbeat {
 		runCtx, hb = e.startHeartbeat(ctx, state, obs.leaseFrom)
+	} else if deadline, ok := ctx.Deadline(); ok {
+		var stop func()
+		runCtx, stop = e.deadlineRun(ctx, deadline)
+		defer stop()
 	}
 	if obs.drain != nil {
 		var cancel context.CancelCauseFunc
