@@ -49,6 +49,9 @@ test: modfiles-before deps lint verify ## Lint, model-check, then run every test
 	  export PGSTORE_TEST_DATABASE="$$($(GO) run ./cmd/devdb url)"; \
 	  $(GO) test $(GOTESTFLAGS) -count=1 -timeout 14m work 2>&1 | tee $(LOCAL)/test.log; status=$$?; \
 	  if [ $$status -eq 0 ]; then \
+	    $(GO) test $(GOTESTFLAGS) -race -count=1 -timeout 14m $(RACE_PKGS) 2>&1 | tee -a $(LOCAL)/test.log; status=$$?; \
+	  fi; \
+	  if [ $$status -eq 0 ]; then \
 	    ICHIDO_TEST_ANYWHERE=1 $(GO) test $(GOTESTFLAGS) -count=1 -timeout 10m ./test/anywhere 2>&1 | tee -a $(LOCAL)/test.log; status=$$?; \
 	  fi; \
 	  cat $(LOCAL)/rehearse.txt 2>/dev/null; \
@@ -59,6 +62,15 @@ test: modfiles-before deps lint verify ## Lint, model-check, then run every test
 	    git status --porcelain -- '*.mod' '*.sum' >&2; status=1; \
 	  fi; \
 	  exit $$status
+
+# RACE_PKGS run a second time, under the race detector, in make test: the
+# engine, the adapters and the webhook receiver, whose requests share one
+# Config across goroutines.
+RACE_PKGS := ./pkg/idempotency ./pkg/idempotency/webhook ./pkg/idempotency/grpcidem \
+  ./pkg/idempotency/connectidem ./pkg/idempotency/ginidem ./pkg/idempotency/echoidem \
+  ./pkg/idempotency/otelidem ./internal/libtest/webhook ./internal/libtest/grpcidem \
+  ./internal/libtest/connectidem ./internal/libtest/ginidem ./internal/libtest/echoidem \
+  ./internal/libtest/otelidem ./internal/libtest/logdigest
 
 # The copy of the project in a closed folder runs after the other packages,
 # not beside them: it starts servers of its own, and the load would slow
