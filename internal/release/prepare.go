@@ -44,6 +44,7 @@ func Prepare(ctx context.Context, root, version string, w io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(w, "release: %d modules at %s written to a proxy\n", len(mods), version)
+	previous := map[string]bool{} // the previous versions already in the proxy
 	for _, m := range mods {
 		prev, err := previousTag(ctx, root, m.Module, version)
 		if err != nil {
@@ -52,6 +53,14 @@ func Prepare(ctx context.Context, root, version string, w io.Writer) error {
 		if prev == "" {
 			fmt.Fprintf(w, "release: %s: first release, no API to compare with\n", m.Path)
 			continue
+		}
+		if !previous[prev] {
+			// The previous release, as its tag holds it, joins the proxy,
+			// so that the comparison needs no other proxy.
+			if err := proxyFromTag(ctx, root, m.Tag(prev), prev, proxy); err != nil {
+				return err
+			}
+			previous[prev] = true
 		}
 		if err := compareAPI(ctx, proxy, m.Module, prev, version, w); err != nil {
 			return err
@@ -133,6 +142,31 @@ func compareAPI(ctx context.Context, proxy string, m Module, prev, version strin
 	fmt.Fprintf(w, "release: %s against %s:\n%s", m.Path, prev, out)
 	if err != nil {
 		return fmt.Errorf("%s: gorelease refused %s against %s (see above)", m.Path, version, prev)
+	}
+	return nil
+}
+
+// proxyFromTag writes the published modules at version, as the commit that
+// tag names holds them, into proxy.
+func proxyFromTag(ctx context.Context, root, tag, version, proxy string) error {
+	dir, err := os.MkdirTemp("", "ichido-previous-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	tree := filepath.Join(dir, "tree")
+	add := exec.CommandContext(ctx, "git", "worktree", "add", "--detach", tree, tag)
+	add.Dir = root
+	if out, err := add.CombinedOutput(); err != nil {
+		return fmt.Errorf("git worktree add %s: %v\n%s", tag, err, out)
+	}
+	defer func() {
+		rm := exec.Command("git", "worktree", "remove", "--force", tree)
+		rm.Dir = root
+		_ = rm.Run()
+	}()
+	if _, err := WriteProxy(ctx, tree, version, proxy); err != nil {
+		return fmt.Errorf("the release %s from its tag: %w", version, err)
 	}
 	return nil
 }

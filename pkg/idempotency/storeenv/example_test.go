@@ -2,17 +2,9 @@ package storeenv_test
 
 import (
 	"fmt"
-	"io"
-	"log/slog"
 
 	"github.com/ichido/ichido/pkg/idempotency/storeenv"
 )
-
-var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
-
-type discardWriter struct{}
-
-func (discardWriter) Write(p []byte) (int, error) { return len(p), nil }
 
 // Kind says which store the environment names, and why a setting is wrong;
 // Open builds that store (see the package documentation).
