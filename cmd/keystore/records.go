@@ -224,7 +224,7 @@ func (f *recordFlags) untenantedIDs(list bool) (userID, key string, err error) {
 		default:
 			return "", "", fmt.Errorf("-key-format is %q: use uuid or opaque", f.keyFormat)
 		}
-		userID, key, err := idempotency.HTTPRecordID(idempotency.Config{KeyFormat: format, Settings: idempotency.Settings{KeyPrefix: f.prefix}}, subject, f.key)
+		userID, key, err := idempotency.HTTPRecordID(f.prefix, format, subject, f.key)
 		if err != nil && format == idempotency.KeyUUIDv4 {
 			// The default format is the one a handler with opaque keys
 			// does not use: say how to name the other.
@@ -270,8 +270,9 @@ func (f *recordFlags) functionIDs(list bool) (userID, key string, err error) {
 		if f.key != "" || f.recordKey != "" {
 			return "", "", errors.New("list selects by user and status; -key and -record-key are for get and delete")
 		}
-		userID, _ := idempotency.FunctionRecordID(f.prefix, f.function, f.scope, "")
-		return userID, "", nil
+		// The user id does not depend on the key: any one will do.
+		userID, _, err := idempotency.FunctionRecordID(f.prefix, f.function, f.scope, "-")
+		return userID, "", err
 	}
 	switch {
 	case f.recordKey != "":
@@ -287,13 +288,12 @@ func (f *recordFlags) functionIDs(list bool) (userID, key string, err error) {
 		}
 		// The adapters keep a key in the form the HTTP header's parser
 		// gives it (a UUID in lower case, an opaque key unquoted).
-		_, k, err = idempotency.HTTPRecordID(idempotency.Config{KeyFormat: format}, "-", f.key)
+		_, k, err = idempotency.HTTPRecordID("", format, "-", f.key)
 		if err != nil {
 			return "", "", fmt.Errorf("-key %q: %w; for another key format pass -key-format opaque (the interceptor's Config.KeyFormat: KeyOpaque)", f.key, err)
 		}
 	}
-	userID, key = idempotency.FunctionRecordID(f.prefix, f.function, f.scope, k)
-	return userID, key, nil
+	return idempotency.FunctionRecordID(f.prefix, f.function, f.scope, k)
 }
 
 // format is the key format -key-format names.

@@ -35,7 +35,7 @@ func runUserID(args []string, out io.Writer) error {
 	return nil
 }
 
-// subjectOf is the subject a handler's UserID returns for sub: sub itself,
+// subjectOf is the subject a handler's Subject returns for sub: sub itself,
 // or with an issuer the pair (idempotency.IssuerSubject).
 func subjectOf(issuer, sub string) string {
 	if issuer == "" {

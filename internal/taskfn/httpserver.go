@@ -28,8 +28,8 @@ type Authenticator func(r *http.Request) (sub string, err error)
 // Lambda functions' own; each request reaches them as an HTTP API event.
 func (f *Functions) HTTPHandler(authenticate Authenticator) (http.Handler, error) {
 	protect, err := idempotency.Middleware(idempotency.Config{
-		Store:  f.store,
-		UserID: idempotency.ContextUserID(subject),
+		Store:   f.store,
+		Subject: idempotency.ContextSubject(subject),
 		Settings: idempotency.Settings{
 			TTL:      f.ttl,
 			Logger:   f.logger,

@@ -42,7 +42,7 @@ const (
 // DefaultMethods are the methods protected when Config.Methods is empty.
 var DefaultMethods = []string{http.MethodPost, http.MethodPatch, http.MethodDelete}
 
-// UserIDFunc returns the authenticated user of a request. It must read only
+// SubjectFunc returns the authenticated user of a request. It must read only
 // what authenticated the request (API Gateway's authorizer, a Function
 // URL's IAM check, a verified token; see IAMPrincipal, ALBOIDC and
 // BearerToken), never a header or body field that a client sets freely. It
@@ -50,19 +50,19 @@ var DefaultMethods = []string{http.MethodPost, http.MethodPatch, http.MethodDele
 // when there is no user; the decorator then answers 401. The result is the
 // subject as the identity provider issued it (IssuerSubject with its issuer
 // where several reach one store): the decorator keeps SubjectUUID of it.
-type UserIDFunc func(ctx context.Context, req Request) (string, error)
+type SubjectFunc func(ctx context.Context, req Request) (string, error)
 
-// ClaimsSubject is the default UserIDFunc: the "sub" claim of a JWT
+// ClaimsSubject is the default SubjectFunc: the "sub" claim of a JWT
 // authorizer (v2 requestContext.authorizer.jwt.claims.sub) or of a Cognito
 // user pool authorizer (v1 requestContext.authorizer.claims.sub).
 func ClaimsSubject(_ context.Context, req Request) (string, error) {
 	return req.Claims["sub"], nil
 }
 
-// AuthorizerContextField returns a UserIDFunc that reads the string field
+// AuthorizerContextField returns a SubjectFunc that reads the string field
 // name of a Lambda authorizer's context (v2 requestContext.authorizer.lambda,
 // v1 requestContext.authorizer, e.g. "principalId").
-func AuthorizerContextField(name string) UserIDFunc {
+func AuthorizerContextField(name string) SubjectFunc {
 	return func(_ context.Context, req Request) (string, error) {
 		s, _ := req.AuthorizerContext[name].(string)
 		return s, nil
@@ -280,10 +280,10 @@ type Config struct {
 	// Defaults to KeyUUIDv4.
 	KeyFormat KeyFormat
 
-	// UserID returns the authenticated user's subject, which SubjectUUID
+	// Subject returns the authenticated caller's subject, which SubjectUUID
 	// maps to the user id kept. Defaults to ClaimsSubject; use
 	// AuthorizerContextField, or your own function, for a Lambda authorizer.
-	UserID UserIDFunc
+	Subject SubjectFunc
 
 	// Fingerprint returns the fingerprint kept with a record; a request
 	// with a known key and another fingerprint is refused with 422.
@@ -327,8 +327,8 @@ func (c Config) withDefaults() Config {
 	if c.Fingerprint == nil {
 		c.Fingerprint = Fingerprint
 	}
-	if c.UserID == nil {
-		c.UserID = ClaimsSubject
+	if c.Subject == nil {
+		c.Subject = ClaimsSubject
 	}
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = DefaultMaxBodyBytes

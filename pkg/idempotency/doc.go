@@ -44,7 +44,7 @@
 // documented default. Inside the handler, FromContext gives the key, the
 // user and the request's fingerprint. By default POST, PATCH and DELETE are
 // protected, the user is the "sub" claim of API Gateway's JWT or Cognito
-// authorizer (Config.UserID), and the key is a UUID version 4 in the
+// authorizer (Config.Subject), and the key is a UUID version 4 in the
 // Idempotency-Key header. A retry of a completed request gets the stored
 // response with Idempotent-Replayed: true; the same key with another request
 // gets 422; a duplicate while the first still runs gets 409; a store that

@@ -45,7 +45,7 @@ func (b *syncBuffer) String() string {
 // "alice") on a loopback server.
 func serveMiddleware(t *testing.T, cfg idempotency.Config, handler http.HandlerFunc) *httptest.Server {
 	t.Helper()
-	cfg.UserID = func(context.Context, idempotency.Request) (string, error) { return "alice", nil }
+	cfg.Subject = func(context.Context, idempotency.Request) (string, error) { return "alice", nil }
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}

@@ -85,8 +85,8 @@ func ExampleConfig_waitForResult() {
 		fmt.Fprint(w, `{"id":1}`)
 	})
 	mw, err := idempotency.Middleware(idempotency.Config{
-		Store:  exampleStore(),
-		UserID: idempotency.StaticUserID("5f0c7d2e-0c1a-4c3b-9a57-2f1e6f2b9d01"),
+		Store:   exampleStore(),
+		Subject: idempotency.StaticSubject("5f0c7d2e-0c1a-4c3b-9a57-2f1e6f2b9d01"),
 		Settings: idempotency.Settings{
 			WaitForResult: 5 * time.Second,
 			Logger:        slog.New(slog.NewJSONHandler(io.Discard, nil)),
@@ -133,8 +133,8 @@ func ExampleConfig_heartbeat() {
 		w.WriteHeader(http.StatusNoContent)
 	})
 	mw, err := idempotency.Middleware(idempotency.Config{
-		Store:  store,
-		UserID: idempotency.StaticUserID("5f0c7d2e-0c1a-4c3b-9a57-2f1e6f2b9d01"),
+		Store:   store,
+		Subject: idempotency.StaticSubject("5f0c7d2e-0c1a-4c3b-9a57-2f1e6f2b9d01"),
 		Settings: idempotency.Settings{
 			Heartbeat: 300 * time.Millisecond,
 			Logger:    slog.New(slog.NewJSONHandler(io.Discard, nil)),

@@ -171,10 +171,11 @@ func ExampleConfig_keyPrefix() {
 	b, _ := billing(context.Background(), req)
 	fmt.Println(a.Body, b.Body)
 
-	user, recordKey, _ := idempotency.HTTPRecordID(idempotency.Config{Settings: idempotency.Settings{KeyPrefix: "orders"}}, sub, key)
+	user, recordKey, _ := idempotency.HTTPRecordID("orders", idempotency.KeyUUIDv4, sub, key)
 	rec, found, _ := store.Get(context.Background(), user, recordKey)
 	fmt.Println(found, rec.Status, rec.Response.Body)
-	fmt.Println(idempotency.FunctionRecordID("", "charge-order", "", "ord-1842"))
+	fnUser, fnKey, _ := idempotency.FunctionRecordID("", "charge-order", "", "ord-1842")
+	fmt.Println(fnUser, fnKey)
 	// Output:
 	// {"run":1} {"run":2}
 	// true completed {"run":1}
@@ -212,7 +213,7 @@ func ExampleFunctionConfig_options() {
 		out, _ := charge(context.Background(), o)
 		fmt.Println(out)
 	}
-	user, key := idempotency.FunctionRecordID("billing", "charge-order", "", "ord-1842")
+	user, key, _ := idempotency.FunctionRecordID("billing", "charge-order", "", "ord-1842")
 	fmt.Println(user, key)
 	// Output:
 	// charged ord-1842 (run 1)

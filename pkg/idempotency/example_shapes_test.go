@@ -124,7 +124,7 @@ func ExampleMiddleware() {
 	}
 	protect, err := idempotency.Middleware(idempotency.Config{
 		Store: exampleStore(),
-		UserID: idempotency.ContextUserID(func(ctx context.Context) string {
+		Subject: idempotency.ContextSubject(func(ctx context.Context) string {
 			s, _ := ctx.Value(userKey{}).(string)
 			return s
 		}),
@@ -168,7 +168,7 @@ func ExampleMiddleware() {
 func ExampleWrap_functionURL() {
 	handler, err := idempotency.Wrap(func(ctx context.Context, req events.LambdaFunctionURLRequest) (events.LambdaFunctionURLResponse, error) {
 		return events.LambdaFunctionURLResponse{StatusCode: http.StatusAccepted, Body: `{"job":"j-1"}`}, nil
-	}, idempotency.Config{Store: exampleStore(), UserID: idempotency.IAMPrincipal, Settings: idempotency.Settings{Logger: silent, Metrics: io.Discard}})
+	}, idempotency.Config{Store: exampleStore(), Subject: idempotency.IAMPrincipal, Settings: idempotency.Settings{Logger: silent, Metrics: io.Discard}})
 	if err != nil {
 		panic(err)
 	}
@@ -197,7 +197,7 @@ func ExampleWrap_alb() {
 	}
 	handler, err := idempotency.Wrap(func(ctx context.Context, req events.ALBTargetGroupRequest) (events.ALBTargetGroupResponse, error) {
 		return events.ALBTargetGroupResponse{StatusCode: http.StatusCreated, StatusDescription: "201 Created", Body: `{"id":1}`}, nil
-	}, idempotency.Config{Store: exampleStore(), UserID: idempotency.ALBOIDC(verify), Settings: idempotency.Settings{Logger: silent, Metrics: io.Discard}})
+	}, idempotency.Config{Store: exampleStore(), Subject: idempotency.ALBOIDC(verify), Settings: idempotency.Settings{Logger: silent, Metrics: io.Discard}})
 	if err != nil {
 		panic(err)
 	}

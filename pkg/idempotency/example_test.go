@@ -111,8 +111,8 @@ func ExampleWrap_restAPI() {
 // A subject that is not a UUID is mapped to one (SubjectUUID).
 func ExampleAuthorizerContextField() {
 	cfg := idempotency.Config{
-		Store:  exampleStore(),
-		UserID: idempotency.AuthorizerContextField("userId"),
+		Store:   exampleStore(),
+		Subject: idempotency.AuthorizerContextField("userId"),
 	}
 	_, err := idempotency.Wrap(func(ctx context.Context, req events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
 		return events.APIGatewayProxyResponse{StatusCode: http.StatusOK}, nil

@@ -165,7 +165,7 @@ func (f *function[In, Out]) call(ctx context.Context, in In) (out Out, err error
 		return out, ErrNoTenant
 	}
 	obs.tenant = tenant
-	userID, keyRef := FunctionRecordID(f.cfg.KeyPrefix, f.cfg.Name, scope, key)
+	userID, keyRef := functionRecordID(f.cfg.KeyPrefix, f.cfg.Name, scope, key)
 	userID = TenantUserID(tenant, userID)
 	ref, res, err := f.e.claim(ctx, obs, userID, keyRef, hash)
 	if err == nil && !res.Claimed && res.Record.Status == idemstore.StatusCompleted && res.Record.Response == nil &&
@@ -344,14 +344,31 @@ func payloadHash(name string, checked bool, payload []byte) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// FunctionRecordID returns the user id and the key under which the stores
-// keep the record of a call of the function name (FunctionConfig.Name) with
-// key (FunctionConfig.Key's result: for SQSHandler, by default the message
-// id) in scope (FunctionConfig.Scope's result, "" without one), under
-// prefix (FunctionConfig.KeyPrefix). Both are UUIDs derived from those
-// strings, so an operator cannot read them off a record; this
-// call computes them, and the operations command's -function flag calls it.
-func FunctionRecordID(prefix, name, scope, key string) (userID, recordKey string) {
+// FunctionRecordID returns the user id and the record key of the record of
+// a call of the function name (FunctionConfig.Name) with key, in scope,
+// under prefix (FunctionConfig.KeyPrefix).
+//
+// Key is FunctionConfig.Key's result (for SQSHandler, by default the
+// message id), and scope FunctionConfig.Scope's ("" without one). Both ids
+// are UUIDs derived from those strings, so an operator cannot read them off
+// a record: this call computes them. It fails when name or key is empty or
+// the prefix is not a valid KeyPrefix.
+func FunctionRecordID(prefix, name, scope, key string) (userID, recordKey string, err error) {
+	switch {
+	case name == "":
+		return "", "", errors.New("idempotency: the function's name is empty")
+	case key == "":
+		return "", "", errors.New("idempotency: the key is empty")
+	}
+	if err := validateKeyPrefix("FunctionConfig", prefix); err != nil {
+		return "", "", fmt.Errorf("idempotency: %w", err)
+	}
+	userID, recordKey = functionRecordID(prefix, name, scope, key)
+	return userID, recordKey, nil
+}
+
+// functionRecordID is FunctionRecordID of a valid name, key and prefix.
+func functionRecordID(prefix, name, scope, key string) (userID, recordKey string) {
 	if prefix == "" {
 		return scopeID(name, scope), keyID(key)
 	}

@@ -13,7 +13,7 @@ import (
 // check, the load balancer's authentication, a verifier the caller gives),
 // never a header or a body field that a client could simply set.
 
-// IAMPrincipal is the UserIDFunc of a Lambda Function URL with AuthType
+// IAMPrincipal is the SubjectFunc of a Lambda Function URL with AuthType
 // AWS_IAM: the user is the IAM principal that signed the request, by its
 // account and whole ARN. For an assumed role that ends with the session
 // name, so two sessions of one role are two users (see docs/library.md).
@@ -41,13 +41,13 @@ func distinct(values []string) []string {
 	return out
 }
 
-// BearerToken returns a UserIDFunc for callers that send "Authorization:
+// BearerToken returns a SubjectFunc for callers that send "Authorization:
 // Bearer <token>" where no authorizer checked it (a Function URL with
 // AuthType NONE, an ALB target, a plain HTTP server): verify checks the
 // token (signature, issuer, audience, expiry) and returns the user's
 // subject. No token, or two different ones, is no user (401); so is an
 // error from verify, which is logged.
-func BearerToken(verify func(ctx context.Context, token string) (string, error)) UserIDFunc {
+func BearerToken(verify func(ctx context.Context, token string) (string, error)) SubjectFunc {
 	return func(ctx context.Context, req Request) (string, error) {
 		values := distinct(req.Header("Authorization"))
 		if len(values) != 1 {
@@ -67,7 +67,7 @@ func BearerToken(verify func(ctx context.Context, token string) (string, error))
 // per region).
 const ALBOIDCDataHeader = "x-amzn-oidc-data"
 
-// ALBOIDC returns the UserIDFunc of an ALB target behind a listener rule
+// ALBOIDC returns the SubjectFunc of an ALB target behind a listener rule
 // that authenticates users (authenticate-oidc or authenticate-cognito):
 // verify checks the x-amzn-oidc-data JWT's signature against the load
 // balancer's public key (and its signer field against the load balancer's
@@ -76,7 +76,7 @@ const ALBOIDCDataHeader = "x-amzn-oidc-data"
 // after that check, since a target reachable other than through the rule
 // receives whatever headers the client sent. A request without the header
 // has no user (401).
-func ALBOIDC(verify func(ctx context.Context, oidcData string) (string, error)) UserIDFunc {
+func ALBOIDC(verify func(ctx context.Context, oidcData string) (string, error)) SubjectFunc {
 	return func(ctx context.Context, req Request) (string, error) {
 		values := distinct(req.Header(ALBOIDCDataHeader))
 		switch len(values) {
@@ -89,12 +89,12 @@ func ALBOIDC(verify func(ctx context.Context, oidcData string) (string, error)) 
 	}
 }
 
-// StaticUserID returns a UserIDFunc that gives every request the same user,
+// StaticSubject returns a SubjectFunc that gives every request the same user,
 // id (any subject), for an endpoint with no caller identity at all (a webhook
 // receiver that checks the sender's signature itself, an internal service
 // behind a private network): the keys are then shared by every caller, so
 // two callers sending the same key get one answer. Use it only where the
 // keys are unique by construction (the sender's delivery ids).
-func StaticUserID(id string) UserIDFunc {
+func StaticSubject(id string) SubjectFunc {
 	return func(context.Context, Request) (string, error) { return id, nil }
 }

@@ -87,7 +87,7 @@ func TestWrapFunctionURLWithIAM(t *testing.T) {
 	h, err := idempotency.Wrap(func(context.Context, events.LambdaFunctionURLRequest) (events.LambdaFunctionURLResponse, error) {
 		runs++
 		return events.LambdaFunctionURLResponse{StatusCode: http.StatusCreated, Body: `{"ok":true}`, Cookies: []string{"a=1"}}, nil
-	}, quiet(idempotency.Config{Store: newMemStore(), UserID: idempotency.IAMPrincipal}))
+	}, quiet(idempotency.Config{Store: newMemStore(), Subject: idempotency.IAMPrincipal}))
 	require.NoError(t, err)
 	req := events.LambdaFunctionURLRequest{RawPath: "/jobs", Headers: map[string]string{"idempotency-key": uuid.NewString()}, Body: `{}`}
 	req.RequestContext.HTTP.Method = http.MethodPost
@@ -123,7 +123,7 @@ func TestWrapALB(t *testing.T) {
 	sub := uuid.NewString()
 	h, err := idempotency.Wrap(func(context.Context, events.ALBTargetGroupRequest) (events.ALBTargetGroupResponse, error) {
 		return events.ALBTargetGroupResponse{StatusCode: http.StatusCreated, StatusDescription: "201 Created", Headers: map[string]string{"Content-Type": "application/json"}, Body: `{"ok":true}`}, nil
-	}, quiet(idempotency.Config{Store: newMemStore(), UserID: idempotency.ALBOIDC(func(context.Context, string) (string, error) { return sub, nil })}))
+	}, quiet(idempotency.Config{Store: newMemStore(), Subject: idempotency.ALBOIDC(func(context.Context, string) (string, error) { return sub, nil })}))
 	require.NoError(t, err)
 	req := events.ALBTargetGroupRequest{HTTPMethod: http.MethodPost, Path: "/tasks", Body: `{}`,
 		Headers: map[string]string{"idempotency-key": uuid.NewString(), idempotency.ALBOIDCDataHeader: "eyJ..."}}

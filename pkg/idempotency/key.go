@@ -209,21 +209,26 @@ func RecordKey(prefix string, f KeyFormat, key string) string {
 	return uuid.NewSHA1(keyNamespace, []byte(prefix+":"+key)).String()
 }
 
-// HTTPRecordID returns the user id and the key under which the stores keep
-// the record of a request that subject (Config.UserID's result) sent with
-// key (as the client sent it, bare or quoted), under cfg's KeyPrefix and
-// KeyFormat (cfg's other fields are not used). It is how an operator finds
-// a request's record (the operations command's get) and what a test asserts on; it
-// fails when key is not of cfg's format, naming why.
-func HTTPRecordID(cfg Config, subject, key string) (userID, recordKey string, err error) {
-	k, err := parseKeyElement(key, cfg.KeyFormat)
+// HTTPRecordID returns the user id and the record key of the record that
+// subject (Config.Subject's result) made with key, under prefix
+// (Config.KeyPrefix) and format (Config.KeyFormat).
+//
+// Key is as the client sent it, bare or quoted. An operator finds a
+// request's record with it, and tests assert on it. It fails when the
+// subject is empty, the prefix is not a valid KeyPrefix, or the key is not
+// of format.
+func HTTPRecordID(prefix string, format KeyFormat, subject, key string) (userID, recordKey string, err error) {
+	if err := validateKeyPrefix("Config", prefix); err != nil {
+		return "", "", fmt.Errorf("idempotency: %w", err)
+	}
+	k, err := parseKeyElement(key, format)
 	if err != nil {
-		return "", "", fmt.Errorf("idempotency: the key %w; it must be one %s", err, cfg.KeyFormat.describe())
+		return "", "", fmt.Errorf("idempotency: the key %w; it must be one %s", err, format.describe())
 	}
 	if subject == "" {
 		return "", "", errors.New("idempotency: the subject is empty")
 	}
-	return SubjectUUID(subject), RecordKey(cfg.KeyPrefix, cfg.KeyFormat, k), nil
+	return SubjectUUID(subject), RecordKey(prefix, format, k), nil
 }
 
 // isUUIDv4 reports whether s is a UUID in the 8-4-4-4-12 hex form with

@@ -110,25 +110,31 @@ func TestSubjectIDSpacesAreDisjoint(t *testing.T) {
 	require.NotEqual(t, RecordKey("", KeyOpaque, "a"), RecordKey("", KeyOpaque, "A"))
 	require.True(t, isUUID(RecordKey("", KeyOpaque, strings.Repeat("x", 255))))
 
-	userID, scoped := FunctionRecordID("", "charge-order", "", "ord-1842")
+	userID, scoped, err := FunctionRecordID("", "charge-order", "", "ord-1842")
+	require.NoError(t, err)
 	require.Equal(t, scopeID("charge-order", ""), userID, "no prefix: the records of earlier versions")
 	require.Equal(t, keyID("ord-1842"), scoped)
-	prefixed, _ := FunctionRecordID("billing", "charge-order", "", "ord-1842")
+	prefixed, _, err := FunctionRecordID("billing", "charge-order", "", "ord-1842")
+	require.NoError(t, err)
 	require.NotEqual(t, userID, prefixed)
+	_, _, err = FunctionRecordID("", "charge-order", "", "")
+	require.Error(t, err, "a function's key is never empty")
+	_, _, err = FunctionRecordID("a:b", "charge-order", "", "ord-1842")
+	require.Error(t, err, "a prefix holds no colon")
 }
 
 func TestHTTPRecordID(t *testing.T) {
 	t.Parallel()
-	user, key, err := HTTPRecordID(Config{}, "auth0|6543210fedcba", `"8E03978E-40D5-43E8-BC93-6894A57F9324"`)
+	user, key, err := HTTPRecordID("", KeyUUIDv4, "auth0|6543210fedcba", `"8E03978E-40D5-43E8-BC93-6894A57F9324"`)
 	require.NoError(t, err)
 	require.Equal(t, SubjectUUID("auth0|6543210fedcba"), user)
 	require.Equal(t, "8e03978e-40d5-43e8-bc93-6894a57f9324", key)
-	_, _, err = HTTPRecordID(Config{}, "auth0|x", "order-1")
+	_, _, err = HTTPRecordID("", KeyUUIDv4, "auth0|x", "order-1")
 	require.ErrorContains(t, err, "not a UUID version 4")
-	_, key, err = HTTPRecordID(Config{KeyFormat: KeyOpaque}, "auth0|x", "order-1")
+	_, key, err = HTTPRecordID("", KeyOpaque, "auth0|x", "order-1")
 	require.NoError(t, err)
 	require.Equal(t, RecordKey("", KeyOpaque, "order-1"), key)
-	_, _, err = HTTPRecordID(Config{}, "", "8e03978e-40d5-43e8-bc93-6894a57f9324")
+	_, _, err = HTTPRecordID("", KeyUUIDv4, "", "8e03978e-40d5-43e8-bc93-6894a57f9324")
 	require.Error(t, err)
 }
 

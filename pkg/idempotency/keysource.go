@@ -25,7 +25,7 @@ import (
 // Config.AllowMissingKey).
 //
 // Wherever it is read, a key from the request is the client's: it is
-// scoped by the user (Config.UserID) and Config.KeyPrefix, so a client can
+// scoped by the user (Config.Subject) and Config.KeyPrefix, so a client can
 // only ever name its own records.
 type KeySource interface {
 	// requestKey returns req's key in format f, normalised, or why there
@@ -76,10 +76,10 @@ func HeaderKey(name string) KeySource { return headerKey(name) }
 //	Key: idempotency.KeyFunc(func(ctx context.Context, _ idempotency.Request) (string, error) {
 //		return chi.URLParamFromCtx(ctx, "orderID"), nil
 //	}),
-func PathKey(name string) KeyFunc {
-	return func(_ context.Context, req Request) (string, error) {
+func PathKey(name string) KeySource {
+	return KeyFunc(func(_ context.Context, req Request) (string, error) {
 		return req.PathParameters[name], nil
-	}
+	})
 }
 
 // BodyKey returns a KeySource that decodes the request body (base64-decoded
@@ -87,14 +87,14 @@ func PathKey(name string) KeyFunc {
 // the client's own id of the operation: Powertools' event_key_jmespath,
 // typed. A body that does not decode is answered with 400
 // idempotency_key_invalid, before anything runs.
-func BodyKey[T any](key func(T) string) KeyFunc {
-	return func(_ context.Context, req Request) (string, error) {
+func BodyKey[T any](key func(T) string) KeySource {
+	return KeyFunc(func(_ context.Context, req Request) (string, error) {
 		var v T
 		if err := decodeBody(req, &v); err != nil {
 			return "", invalidKey("cannot be read, since the request body is not the JSON this endpoint expects")
 		}
 		return key(v), nil
-	}
+	})
 }
 
 // decodeBody decodes req's body as JSON into v.

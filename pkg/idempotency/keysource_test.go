@@ -25,7 +25,7 @@ func TestMiddlewarePathKeyFromServeMuxPattern(t *testing.T) {
 	runs := 0
 	mw, err := idempotency.Middleware(quiet(idempotency.Config{
 		Store:     memstore.New(),
-		UserID:    idempotency.StaticUserID("auth0|webhooks"),
+		Subject:   idempotency.StaticSubject("auth0|webhooks"),
 		KeyFormat: idempotency.KeyOpaque,
 		Key:       idempotency.PathKey("delivery"),
 	}))

@@ -19,9 +19,9 @@ import (
 // with any router built on http.Handler; mount it after the authentication
 // middleware.
 //
-// Config.UserID is required, since a plain server has no API Gateway
+// Config.Subject is required, since a plain server has no API Gateway
 // authorizer: it reads the user the authentication middleware put into the
-// request's context (ContextUserID adapts a plain reader). The body is read
+// request's context (ContextSubject adapts a plain reader). The body is read
 // whole, at most Config.MaxBodyBytes, before the handler runs, and the
 // responses of protected requests are buffered and sent whole when the
 // handler returns (flushes included): serve a streamed response on a method
@@ -29,8 +29,8 @@ import (
 // panic goes on. Middleware returns an error, and no middleware, when cfg is
 // invalid.
 func Middleware(cfg Config) (func(http.Handler) http.Handler, error) {
-	if cfg.UserID == nil {
-		return nil, errors.New("idempotency: invalid Config: Config.UserID is nil: a net/http server has no API Gateway authorizer; pass a function that reads the user your authentication middleware put into the request's context (see ContextUserID)")
+	if cfg.Subject == nil {
+		return nil, errors.New("idempotency: invalid Config: Config.Subject is nil: a net/http server has no API Gateway authorizer; pass a function that reads the user your authentication middleware put into the request's context (see ContextSubject)")
 	}
 	d, err := newDecorator(cfg)
 	if err != nil {
@@ -75,10 +75,10 @@ func Middleware(cfg Config) (func(http.Handler) http.Handler, error) {
 	}, nil
 }
 
-// ContextUserID returns a Config.UserID for Middleware that reads the user
+// ContextSubject returns a Config.Subject for Middleware that reads the user
 // from the request's context through user, typically the accessor of the
 // authentication middleware ("" when there is none).
-func ContextUserID(user func(ctx context.Context) string) UserIDFunc {
+func ContextSubject(user func(ctx context.Context) string) SubjectFunc {
 	return func(ctx context.Context, _ Request) (string, error) {
 		return user(ctx), nil
 	}

@@ -91,8 +91,8 @@ func shapeCases() []shapeCase {
 
 func shapeMiddleware(b *testing.B, c shapeCase) http.Handler {
 	mw, err := idempotency.Middleware(idempotency.Config{
-		Store:  newMemStore(),
-		UserID: idempotency.ContextUserID(func(context.Context) string { return "5f0c7d2e-0c1a-4c3b-9a57-2f1e6f2b9d01" }),
+		Store:   newMemStore(),
+		Subject: idempotency.ContextSubject(func(context.Context) string { return "5f0c7d2e-0c1a-4c3b-9a57-2f1e6f2b9d01" }),
 		Settings: idempotency.Settings{
 			Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Metrics: io.Discard,
 		},

@@ -45,7 +45,7 @@ func SubjectUUID(subject string) string {
 	return uuid.NewSHA1(subjectNamespace, []byte(subject)).String()
 }
 
-// IssuerSubject is the subject a UserIDFunc returns where more than one
+// IssuerSubject is the subject a SubjectFunc returns where more than one
 // identity provider reaches one store: an OpenID Connect subject is unique
 // only within its issuer ("iss"), so the user is the pair.
 func IssuerSubject(issuer, subject string) string {

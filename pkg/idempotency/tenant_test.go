@@ -25,8 +25,8 @@ type tenantKey struct{}
 func TestMiddlewareTenantFromConfig(t *testing.T) {
 	store := memstore.New()
 	mw, err := idempotency.Middleware(quiet(idempotency.Config{
-		Store:  store,
-		UserID: idempotency.StaticUserID("auth0|x"),
+		Store:   store,
+		Subject: idempotency.StaticSubject("auth0|x"),
 		Settings: idempotency.Settings{
 			Tenant: func(ctx context.Context) string { s, _ := ctx.Value(tenantKey{}).(string); return s },
 		},

@@ -340,7 +340,7 @@ func (d *decorator) replay(s idemstore.Response) apigw.Response {
 // detail of a 401 for the client and, when the extractor failed, its error
 // for the log.
 func (d *decorator) userID(ctx context.Context, view Request) (userID, detail string, err error) {
-	sub, err := d.cfg.UserID(ctx, view)
+	sub, err := d.cfg.Subject(ctx, view)
 	if err != nil || sub == "" {
 		return "", "The request carries no authenticated user.", err
 	}

@@ -472,7 +472,7 @@ func TestHistoryWorker(t *testing.T) {
 					// The reply to the next request that names this key (a
 					// claim, completion or release, of this call or another)
 					// is lost after the store acted.
-					_, recordKey := idempotency.FunctionRecordID("", name, "", in.Key)
+					_, recordKey, _ := idempotency.FunctionRecordID("", name, "", in.Key)
 					cutter.CutReplyTo(recordKey)
 				}
 				callOnce(fn, log, fmt.Sprintf("p%d-g%d-%d", proc, g, n), in, skew)

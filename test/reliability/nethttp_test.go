@@ -31,8 +31,8 @@ type subjectKey struct{}
 func netHTTPServer(pool *pgxpool.Pool, runs *runCounter) (http.Handler, error) {
 	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	cfg := idempotency.Config{
-		Store:  pgstore.New(pool, nil),
-		UserID: idempotency.ContextUserID(func(ctx context.Context) string { s, _ := ctx.Value(subjectKey{}).(string); return s }),
+		Store:   pgstore.New(pool, nil),
+		Subject: idempotency.ContextSubject(func(ctx context.Context) string { s, _ := ctx.Value(subjectKey{}).(string); return s }),
 		Settings: idempotency.Settings{
 			Logger:  logger,
 			Metrics: io.Discard,

@@ -91,7 +91,7 @@ func quiet() idempotency.Settings {
 	return idempotency.Settings{Logger: slog.New(slog.DiscardHandler), Metrics: io.Discard}
 }
 
-// testUser is the tests' Config.UserID: the subject in the X-Test-User
+// testUser is the tests' Config.Subject: the subject in the X-Test-User
 // header, read from the call's context. A real service reads a verified
 // identity instead.
 func testUser(ctx context.Context) (string, error) {
@@ -115,12 +115,12 @@ type harness struct {
 	seen atomic.Value
 }
 
-// serve starts the test service behind the interceptor of cfg (its UserID
+// serve starts the test service behind the interceptor of cfg (its Subject
 // and quiet Settings filled in when unset), for clients of p.
 func serve(t *testing.T, p protocol, cfg connectidem.Config, handle handleFunc) *harness {
 	t.Helper()
-	if cfg.UserID == nil {
-		cfg.UserID = testUser
+	if cfg.Subject == nil {
+		cfg.Subject = testUser
 	}
 	if cfg.Logger == nil {
 		cfg.Logger, cfg.Metrics = quiet().Logger, quiet().Metrics
@@ -633,9 +633,9 @@ func TestConfig(t *testing.T) {
 	t.Parallel()
 	_, err := connectidem.NewInterceptor(connectidem.Config{})
 	require.ErrorContains(t, err, "Config.Store is nil")
-	require.ErrorContains(t, err, "Config.UserID is nil")
-	_, err = connectidem.NewInterceptor(connectidem.Config{Store: memstore.New(), UserID: testUser, KeyFormat: 7})
+	require.ErrorContains(t, err, "Config.Subject is nil")
+	_, err = connectidem.NewInterceptor(connectidem.Config{Store: memstore.New(), Subject: testUser, KeyFormat: 7})
 	require.ErrorContains(t, err, "Config.KeyFormat")
-	_, err = connectidem.NewInterceptor(connectidem.Config{Store: memstore.New(), UserID: testUser, Settings: idempotency.Settings{TTL: -time.Second}})
+	_, err = connectidem.NewInterceptor(connectidem.Config{Store: memstore.New(), Subject: testUser, Settings: idempotency.Settings{TTL: -time.Second}})
 	require.ErrorContains(t, err, "TTL")
 }

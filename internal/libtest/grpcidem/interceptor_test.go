@@ -102,7 +102,7 @@ func quiet() idempotency.Settings {
 	return idempotency.Settings{Logger: slog.New(slog.DiscardHandler), Metrics: io.Discard}
 }
 
-// testUser is the tests' Config.UserID: the subject in the x-test-user
+// testUser is the tests' Config.Subject: the subject in the x-test-user
 // metadata. A real service reads a verified identity instead.
 func testUser(ctx context.Context) (string, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
@@ -124,7 +124,7 @@ type harness struct {
 }
 
 // serve starts the test service behind the interceptor of cfg (its
-// UserID and quiet Settings filled in when unset).
+// Subject and quiet Settings filled in when unset).
 func serve(t *testing.T, cfg grpcidem.Config, handle handleFunc) *harness {
 	t.Helper()
 	return serveDesc(t, cfg, handle, &tasksDesc)
@@ -133,8 +133,8 @@ func serve(t *testing.T, cfg grpcidem.Config, handle handleFunc) *harness {
 // serveDesc is serve for the service desc describes.
 func serveDesc(t *testing.T, cfg grpcidem.Config, handle handleFunc, desc *grpc.ServiceDesc) *harness {
 	t.Helper()
-	if cfg.UserID == nil {
-		cfg.UserID = testUser
+	if cfg.Subject == nil {
+		cfg.Subject = testUser
 	}
 	if cfg.Logger == nil {
 		cfg.Logger, cfg.Metrics = quiet().Logger, quiet().Metrics
@@ -613,10 +613,10 @@ func TestConfig(t *testing.T) {
 	t.Parallel()
 	_, err := grpcidem.UnaryServerInterceptor(grpcidem.Config{})
 	require.ErrorContains(t, err, "Config.Store is nil")
-	require.ErrorContains(t, err, "Config.UserID is nil")
-	_, err = grpcidem.UnaryServerInterceptor(grpcidem.Config{Store: memstore.New(), UserID: testUser, KeyFormat: 7})
+	require.ErrorContains(t, err, "Config.Subject is nil")
+	_, err = grpcidem.UnaryServerInterceptor(grpcidem.Config{Store: memstore.New(), Subject: testUser, KeyFormat: 7})
 	require.ErrorContains(t, err, "Config.KeyFormat")
-	_, err = grpcidem.UnaryServerInterceptor(grpcidem.Config{Store: memstore.New(), UserID: testUser, Settings: idempotency.Settings{TTL: -time.Second}})
+	_, err = grpcidem.UnaryServerInterceptor(grpcidem.Config{Store: memstore.New(), Subject: testUser, Settings: idempotency.Settings{TTL: -time.Second}})
 	require.ErrorContains(t, err, "TTL")
 }
 

@@ -123,7 +123,7 @@ func TestSIGTERMReleasesACutOffRun(t *testing.T) {
 	// Without the drain, this record would answer 409 until its lease ran
 	// out (Settings.Heartbeat, 30 seconds).
 	store := pgstore.New(db.Pool, nil)
-	userID, recordKey, err := idempotency.HTTPRecordID(idempotency.Config{}, "alice", key)
+	userID, recordKey, err := idempotency.HTTPRecordID("", idempotency.KeyUUIDv4, "alice", key)
 	require.NoError(t, err)
 	rec, found, err := store.Get(context.Background(), userID, recordKey)
 	require.NoError(t, err)

@@ -149,7 +149,8 @@ func testRecordCommands(t *testing.T, store idemstore.Store, env func(string) st
 	require.NoError(t, err)
 	recs = records(during)
 	require.Len(t, recs, 1, "the call in progress")
-	userID, key := idempotency.FunctionRecordID("", name, "", "ord-1")
+	userID, key, err := idempotency.FunctionRecordID("", name, "", "ord-1")
+	require.NoError(t, err)
 	require.Equal(t, key, recs[0]["key"])
 	require.Equal(t, userID, recs[0]["user_id"])
 	require.Equal(t, false, recs[0]["lease_expired"])
@@ -289,7 +290,7 @@ func TestGetShowsWhoAndWhen(t *testing.T) {
 	hi, err := idempotency.Wrap(func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 		return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusCreated, Body: `{}`}, nil
 	}, idempotency.Config{Store: store, KeyFormat: idempotency.KeyOpaque, Settings: quiet,
-		UserID: func(context.Context, idempotency.Request) (string, error) {
+		Subject: func(context.Context, idempotency.Request) (string, error) {
 			return idempotency.IssuerSubject(iss, sub), nil
 		}})
 	require.NoError(t, err)
@@ -332,7 +333,8 @@ func TestGetShowsWhoAndWhen(t *testing.T) {
 	require.Equal(t, name, during["function"])
 	require.Equal(t, "tenant-9", during["scope"])
 	require.Equal(t, "function_payload", during["request_hash_of"])
-	userID, key := idempotency.FunctionRecordID("", name, "tenant-9", "ord-7")
+	userID, key, err := idempotency.FunctionRecordID("", name, "tenant-9", "ord-7")
+	require.NoError(t, err)
 	require.Equal(t, userID, during["user_id"])
 	require.Equal(t, key, during["key"])
 	requireTime(during, "created_at", started, time.Now())
@@ -350,7 +352,8 @@ func TestGetShowsWhoAndWhen(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "completed", rec["status"])
 	require.Equal(t, "acme", rec["tenant"])
-	userID, _ = idempotency.FunctionRecordID("", name, "tenant-9", "ord-8")
+	userID, _, err = idempotency.FunctionRecordID("", name, "tenant-9", "ord-8")
+	require.NoError(t, err)
 	require.Equal(t, idempotency.TenantUserID("acme", userID), rec["user_id"])
 	_, err = keystore("get", "-user", userID, "-record-key", key, "-tenant", "acme")
 	require.ErrorContains(t, err, "-tenant scopes -sub or -function")

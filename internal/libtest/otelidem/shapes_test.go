@@ -44,7 +44,7 @@ func newRequest() request {
 // secrets are the strings no telemetry may contain: the request's parts
 // and the record's ids derived from them.
 func (r request) secrets() []string {
-	user, key := idempotency.FunctionRecordID("", functionName, r.subject, r.key)
+	user, key, _ := idempotency.FunctionRecordID("", functionName, r.subject, r.key)
 	return []string{r.key, r.marker, idempotency.SubjectUUID(r.subject), user, key}
 }
 
@@ -148,7 +148,7 @@ type userKey struct{}
 func openMiddleware(t *testing.T, tm *telemetry, store idemstore.Store, req request, r *runs) func(t *testing.T) {
 	mw, err := idempotency.Middleware(idempotency.Config{
 		Store:    store,
-		UserID:   idempotency.ContextUserID(func(ctx context.Context) string { s, _ := ctx.Value(userKey{}).(string); return s }),
+		Subject:  idempotency.ContextSubject(func(ctx context.Context) string { s, _ := ctx.Value(userKey{}).(string); return s }),
 		Settings: quiet(idempotency.Settings{Observer: tm.observer()}),
 	})
 	require.NoError(t, err)

@@ -136,7 +136,7 @@ func TestAtomicCompletionMismatchIsRefused(t *testing.T) {
 	t.Run("Middleware", func(t *testing.T) {
 		t.Parallel()
 		user := uuid.NewString()
-		mw, err := idempotency.Middleware(quiet(idempotency.Config{Store: st, UserID: idempotency.StaticUserID(user)}))
+		mw, err := idempotency.Middleware(quiet(idempotency.Config{Store: st, Subject: idempotency.StaticSubject(user)}))
 		require.NoError(t, err)
 		runs := 0
 		srv := httptest.NewServer(mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

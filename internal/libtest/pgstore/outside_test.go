@@ -21,7 +21,7 @@ import (
 // module of its own in a folder outside the repository, and runs it on a
 // database of its own in the test cluster (not the cron database): one
 // pgstore.Migrate call creates the key store in the program's schema, and
-// its wrapped handler, with a UserIDFunc of the program's own, answers a
+// its wrapped handler, with a SubjectFunc of the program's own, answers a
 // request, then replays it. The program imports only pkg/idempotency and
 // pgstore of the library's module, and the test checks that too.
 func TestProgramOutsideTheRepository(t *testing.T) {

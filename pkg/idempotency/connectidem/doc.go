@@ -6,7 +6,7 @@
 //
 //	idem, err := connectidem.NewInterceptor(connectidem.Config{
 //		Store:  pgstore.New(pool, nil),
-//		UserID: func(ctx context.Context) (string, error) {
+//		Subject: func(ctx context.Context) (string, error) {
 //			return auth.Subject(ctx) // what your authentication middleware verified
 //		},
 //	})
@@ -26,7 +26,7 @@
 //
 // The key is the request header Idempotency-Key (idempotency.HeaderName;
 // idempotency-key in gRPC metadata), of Config.KeyFormat, bare or quoted,
-// as in Middleware. The user is Config.UserID's subject, mapped by
+// as in Middleware. The user is Config.Subject's subject, mapped by
 // idempotency.SubjectUUID: keys are scoped per user. The fingerprint is
 // the procedure and the request message in protobuf's deterministic
 // encoding, whatever the codec on the wire: the same key on another

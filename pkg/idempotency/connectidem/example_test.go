@@ -33,7 +33,7 @@ func authenticate(next http.Handler) http.Handler {
 func Example() {
 	idem, err := connectidem.NewInterceptor(connectidem.Config{
 		Store: memstore.New(), // pgstore, redisstore or dynamostore in production
-		UserID: func(ctx context.Context) (string, error) {
+		Subject: func(ctx context.Context) (string, error) {
 			user, _ := ctx.Value(userKey{}).(string)
 			return user, nil
 		},

@@ -16,20 +16,20 @@ import (
 // that a service served both ways on one store shares its keys.
 const Name = "rpc"
 
-// Config configures NewInterceptor. Store and UserID are required; the zero
+// Config configures NewInterceptor. Store and Subject are required; the zero
 // value of every other field takes the documented default.
 type Config struct {
 	// Store keeps the records. Required.
 	Store idemstore.Store
 
-	// UserID returns the authenticated subject of a call. It must read only
+	// Subject returns the authenticated subject of a call. It must read only
 	// what authenticated the call (what an authentication middleware or
 	// interceptor put into ctx after verifying the caller, such as
 	// connectrpc.com/authn's GetInfo), never a header a client sets freely.
 	// idempotency.SubjectUUID maps the subject to the user id kept, so keys
 	// are scoped per user. "" or an error (logged, never sent) refuses the
 	// call with CodeUnauthenticated; the handler does not run. Required.
-	UserID func(ctx context.Context) (string, error)
+	Subject func(ctx context.Context) (string, error)
 
 	// KeyFormat is what a key must look like: idempotency.KeyUUIDv4 or
 	// idempotency.KeyOpaque, bare or as an RFC 8941 quoted string, as in
@@ -70,7 +70,7 @@ func NewInterceptor(cfg Config) (connect.Interceptor, error) {
 	}
 	engine, err := rpcidem.New(framework, rpcidem.Config{
 		Store:     cfg.Store,
-		UserID:    cfg.UserID,
+		Subject:   cfg.Subject,
 		KeyFormat: cfg.KeyFormat,
 		Settings:  cfg.Settings,
 	})

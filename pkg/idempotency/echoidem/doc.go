@@ -6,7 +6,7 @@
 //	e.Use(middleware.Recover(), authenticate) // authenticate calls c.Set("user", subject)
 //	mw, err := echoidem.Middleware(idempotency.Config{
 //		Store:  store,
-//		UserID: echoidem.UserFromKey("user"),
+//		Subject: echoidem.SubjectFromKey("user"),
 //	})
 //	if err != nil {
 //		return err // an invalid Config; the message names the field
@@ -15,10 +15,10 @@
 //	e.POST("/tasks", createTask)
 //
 // The user is what the authentication middleware keeps in Echo's context:
-// UserFromKey reads c.Get(key), UserFrom any accessor of the Echo context
+// SubjectFromKey reads c.Get(key), SubjectFrom any accessor of the Echo context
 // (the subject of echo-jwt's token, for one). The middleware makes the Echo
 // context reachable from the request's context, where
-// idempotency.Config.UserID reads; a user set with c.Set is otherwise not
+// idempotency.Config.Subject reads; a user set with c.Set is otherwise not
 // there. Mount the idempotency middleware after the one that sets the user;
 // a request without one is refused with 401.
 //

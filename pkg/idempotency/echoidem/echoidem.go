@@ -15,12 +15,12 @@ import (
 // idempotency.Middleware's contract, cfg as that function takes it: it is
 // that middleware (one engine, the same answers), adapted to Echo's chain
 // by Adapt. Mount it after the authentication middleware, and read the
-// user that middleware keeps in Echo's context with UserFromKey or
-// UserFrom. Middleware returns an error, and no middleware, when cfg is
+// user that middleware keeps in Echo's context with SubjectFromKey or
+// SubjectFrom. Middleware returns an error, and no middleware, when cfg is
 // invalid.
 func Middleware(cfg idempotency.Config) (echo.MiddlewareFunc, error) {
-	if cfg.UserID == nil {
-		return nil, errors.New("echoidem: invalid Config: Config.UserID is nil: an Echo server has no API Gateway authorizer; read the user your authentication middleware set in Echo's context (UserFromKey, UserFrom)")
+	if cfg.Subject == nil {
+		return nil, errors.New("echoidem: invalid Config: Config.Subject is nil: an Echo server has no API Gateway authorizer; read the user your authentication middleware set in Echo's context (SubjectFromKey, SubjectFrom)")
 	}
 	mw, err := idempotency.Middleware(cfg)
 	if err != nil {
@@ -31,7 +31,7 @@ func Middleware(cfg idempotency.Config) (echo.MiddlewareFunc, error) {
 
 // Adapt returns mw, a middleware made by idempotency.Middleware, as Echo
 // middleware. The Echo context is made reachable from the request's
-// context, where UserFrom, UserFromKey and ParamKey find it.
+// context, where SubjectFrom, SubjectFromKey and ParamKey find it.
 //
 // When mw runs the handlers after it, they run with c.Request() the request
 // mw hands on (its context carries idempotency.FromContext's Info, and is
@@ -90,13 +90,13 @@ func echoContext(ctx context.Context) (echo.Context, error) {
 	return c, nil
 }
 
-// UserFromKey returns a Config.UserID that reads the user from Echo's
+// SubjectFromKey returns a Config.Subject that reads the user from Echo's
 // context, where an authentication middleware put it with c.Set(key, user):
 // a string, or a value whose String method gives the subject (a
 // uuid.UUID). No value under key is no user (401 unauthenticated); a value
 // of another type (echo-jwt's *jwt.Token) is an error, logged and answered
-// with 401 as well: read such a value with UserFrom.
-func UserFromKey(key string) idempotency.UserIDFunc {
+// with 401 as well: read such a value with SubjectFrom.
+func SubjectFromKey(key string) idempotency.SubjectFunc {
 	return func(ctx context.Context, _ idempotency.Request) (string, error) {
 		c, err := echoContext(ctx)
 		if err != nil {
@@ -110,15 +110,15 @@ func UserFromKey(key string) idempotency.UserIDFunc {
 		case fmt.Stringer:
 			return v.String(), nil
 		default:
-			return "", fmt.Errorf("echoidem: the value under the Echo context key %q is a %T, not a string: read it with UserFrom", key, v)
+			return "", fmt.Errorf("echoidem: the value under the Echo context key %q is a %T, not a string: read it with SubjectFrom", key, v)
 		}
 	}
 }
 
-// UserFrom returns a Config.UserID that reads the user from Echo's context
+// SubjectFrom returns a Config.Subject that reads the user from Echo's context
 // through user, typically the accessor of the authentication middleware
 // ("" when there is none, which is answered with 401).
-func UserFrom(user func(c echo.Context) string) idempotency.UserIDFunc {
+func SubjectFrom(user func(c echo.Context) string) idempotency.SubjectFunc {
 	return func(ctx context.Context, _ idempotency.Request) (string, error) {
 		c, err := echoContext(ctx)
 		if err != nil {
@@ -128,15 +128,15 @@ func UserFrom(user func(c echo.Context) string) idempotency.UserIDFunc {
 	}
 }
 
-// ParamKey returns a Config.Key that reads the key from the path parameter
+// ParamKey returns a KeySource that reads the key from the path parameter
 // name of Echo's route ("/operations/:operation"). idempotency.PathKey
 // reads API Gateway's and net/http's parameters, not Echo's.
-func ParamKey(name string) idempotency.KeyFunc {
-	return func(ctx context.Context, _ idempotency.Request) (string, error) {
+func ParamKey(name string) idempotency.KeySource {
+	return idempotency.KeyFunc(func(ctx context.Context, _ idempotency.Request) (string, error) {
 		c, err := echoContext(ctx)
 		if err != nil {
 			return "", err
 		}
 		return c.Param(name), nil
-	}
+	})
 }

@@ -104,7 +104,7 @@ func counted(runs *atomic.Int32) echo.HandlerFunc {
 // authenticate; change adjusts the Config first.
 func newMiddleware(t *testing.T, st idemstore.Store, change ...func(*idempotency.Config)) echo.MiddlewareFunc {
 	t.Helper()
-	cfg := idempotency.Config{Store: st, UserID: echoidem.UserFromKey("user"), Settings: quiet}
+	cfg := idempotency.Config{Store: st, Subject: echoidem.SubjectFromKey("user"), Settings: quiet}
 	for _, f := range change {
 		f(&cfg)
 	}
@@ -198,7 +198,7 @@ func TestUserFrom(t *testing.T) {
 			return next(c)
 		}
 	}, newMiddleware(t, st, func(cfg *idempotency.Config) {
-		cfg.UserID = echoidem.UserFrom(func(c echo.Context) string {
+		cfg.Subject = echoidem.SubjectFrom(func(c echo.Context) string {
 			p, _ := c.Get("principal").(principal)
 			return p.Subject
 		})
@@ -367,5 +367,5 @@ func TestParamKey(t *testing.T) {
 func TestMiddlewareNeedsUserID(t *testing.T) {
 	t.Parallel()
 	_, err := echoidem.Middleware(idempotency.Config{Store: memstore.New()})
-	require.ErrorContains(t, err, "Config.UserID")
+	require.ErrorContains(t, err, "Config.Subject")
 }

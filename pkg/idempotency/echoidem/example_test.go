@@ -16,7 +16,7 @@ import (
 )
 
 // An Echo router whose authentication middleware keeps the user in Echo's
-// context: UserFromKey reads it there, and a retry gets the first answer.
+// context: SubjectFromKey reads it there, and a retry gets the first answer.
 func Example() {
 	e := echo.New()
 	e.Use(func(next echo.HandlerFunc) echo.HandlerFunc { // stands in for the authentication middleware
@@ -28,8 +28,8 @@ func Example() {
 		}
 	})
 	mw, err := echoidem.Middleware(idempotency.Config{
-		Store:  memstore.New(),
-		UserID: echoidem.UserFromKey("user"),
+		Store:   memstore.New(),
+		Subject: echoidem.SubjectFromKey("user"),
 		Settings: idempotency.Settings{ // no log and metric lines in this example
 			Logger:  slog.New(slog.DiscardHandler),
 			Metrics: io.Discard,

@@ -6,7 +6,7 @@
 //	r.Use(gin.Recovery(), authenticate) // authenticate calls c.Set("user", subject)
 //	mw, err := ginidem.Middleware(idempotency.Config{
 //		Store:  store,
-//		UserID: ginidem.UserFromKey("user"),
+//		Subject: ginidem.SubjectFromKey("user"),
 //	})
 //	if err != nil {
 //		return err // an invalid Config; the message names the field
@@ -15,9 +15,9 @@
 //	r.POST("/tasks", createTask)
 //
 // The user is what the authentication middleware keeps in gin's context:
-// UserFromKey reads c.Get(key), UserFrom any accessor of the gin context.
+// SubjectFromKey reads c.Get(key), SubjectFrom any accessor of the gin context.
 // The middleware makes the gin context reachable from the request's
-// context, where idempotency.Config.UserID reads; a user set with c.Set is
+// context, where idempotency.Config.Subject reads; a user set with c.Set is
 // otherwise not there. Mount the idempotency middleware after the one that
 // sets the user; a request without one is refused with 401.
 //

@@ -16,7 +16,7 @@ import (
 )
 
 // A gin router whose authentication middleware keeps the user in gin's
-// context: UserFromKey reads it there, and a retry gets the first answer.
+// context: SubjectFromKey reads it there, and a retry gets the first answer.
 func Example() {
 	r := gin.New()
 	r.Use(func(c *gin.Context) { // stands in for the authentication middleware
@@ -25,8 +25,8 @@ func Example() {
 		}
 	})
 	mw, err := ginidem.Middleware(idempotency.Config{
-		Store:  memstore.New(),
-		UserID: ginidem.UserFromKey("user"),
+		Store:   memstore.New(),
+		Subject: ginidem.SubjectFromKey("user"),
 		Settings: idempotency.Settings{ // no log and metric lines in this example
 			Logger:  slog.New(slog.DiscardHandler),
 			Metrics: io.Discard,

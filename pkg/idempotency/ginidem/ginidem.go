@@ -15,11 +15,11 @@ import (
 // idempotency.Middleware's contract, cfg as that function takes it: it is
 // that middleware (one engine, the same answers), adapted to gin's chain
 // by Adapt. Mount it after the authentication middleware, and read the
-// user that middleware keeps in gin's context with UserFromKey or UserFrom.
+// user that middleware keeps in gin's context with SubjectFromKey or SubjectFrom.
 // Middleware returns an error, and no middleware, when cfg is invalid.
 func Middleware(cfg idempotency.Config) (gin.HandlerFunc, error) {
-	if cfg.UserID == nil {
-		return nil, errors.New("ginidem: invalid Config: Config.UserID is nil: a gin server has no API Gateway authorizer; read the user your authentication middleware set in gin's context (UserFromKey, UserFrom)")
+	if cfg.Subject == nil {
+		return nil, errors.New("ginidem: invalid Config: Config.Subject is nil: a gin server has no API Gateway authorizer; read the user your authentication middleware set in gin's context (SubjectFromKey, SubjectFrom)")
 	}
 	mw, err := idempotency.Middleware(cfg)
 	if err != nil {
@@ -30,7 +30,7 @@ func Middleware(cfg idempotency.Config) (gin.HandlerFunc, error) {
 
 // Adapt returns mw, a middleware made by idempotency.Middleware, as gin
 // middleware. The gin context is made reachable from the request's
-// context, where UserFrom, UserFromKey and ParamKey find it.
+// context, where SubjectFrom, SubjectFromKey and ParamKey find it.
 //
 // When mw runs the handlers after it, they run as gin's chain does (c.Next),
 // with c.Request the request mw hands on (its context carries
@@ -87,13 +87,13 @@ func ginContext(ctx context.Context) (*gin.Context, error) {
 	return c, nil
 }
 
-// UserFromKey returns a Config.UserID that reads the user from gin's
+// SubjectFromKey returns a Config.Subject that reads the user from gin's
 // context, where an authentication middleware put it with c.Set(key, user):
 // a string, or a value whose String method gives the subject (a
 // uuid.UUID). No value under key is no user (401 unauthenticated); a value
 // of another type is an error, logged and answered with 401 as well (read
-// such a value with UserFrom).
-func UserFromKey(key any) idempotency.UserIDFunc {
+// such a value with SubjectFrom).
+func SubjectFromKey(key any) idempotency.SubjectFunc {
 	return func(ctx context.Context, _ idempotency.Request) (string, error) {
 		c, err := ginContext(ctx)
 		if err != nil {
@@ -109,14 +109,14 @@ func UserFromKey(key any) idempotency.UserIDFunc {
 		case fmt.Stringer:
 			return v.String(), nil
 		}
-		return "", fmt.Errorf("ginidem: the value under the gin context key %v is a %T, not a string: read it with UserFrom", key, v)
+		return "", fmt.Errorf("ginidem: the value under the gin context key %v is a %T, not a string: read it with SubjectFrom", key, v)
 	}
 }
 
-// UserFrom returns a Config.UserID that reads the user from gin's context
+// SubjectFrom returns a Config.Subject that reads the user from gin's context
 // through user, typically the accessor of the authentication middleware
 // ("" when there is none, which is answered with 401).
-func UserFrom(user func(c *gin.Context) string) idempotency.UserIDFunc {
+func SubjectFrom(user func(c *gin.Context) string) idempotency.SubjectFunc {
 	return func(ctx context.Context, _ idempotency.Request) (string, error) {
 		c, err := ginContext(ctx)
 		if err != nil {
@@ -126,15 +126,15 @@ func UserFrom(user func(c *gin.Context) string) idempotency.UserIDFunc {
 	}
 }
 
-// ParamKey returns a Config.Key that reads the key from the path parameter
+// ParamKey returns a KeySource that reads the key from the path parameter
 // name of gin's route ("/operations/:operation"). idempotency.PathKey
 // reads API Gateway's and net/http's parameters, not gin's.
-func ParamKey(name string) idempotency.KeyFunc {
-	return func(ctx context.Context, _ idempotency.Request) (string, error) {
+func ParamKey(name string) idempotency.KeySource {
+	return idempotency.KeyFunc(func(ctx context.Context, _ idempotency.Request) (string, error) {
 		c, err := ginContext(ctx)
 		if err != nil {
 			return "", err
 		}
 		return c.Param(name), nil
-	}
+	})
 }

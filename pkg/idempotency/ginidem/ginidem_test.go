@@ -99,7 +99,7 @@ func counted(runs *atomic.Int32) gin.HandlerFunc {
 // authenticate; change adjusts the Config first.
 func newMiddleware(t *testing.T, st idemstore.Store, change ...func(*idempotency.Config)) gin.HandlerFunc {
 	t.Helper()
-	cfg := idempotency.Config{Store: st, UserID: ginidem.UserFromKey("user"), Settings: quiet}
+	cfg := idempotency.Config{Store: st, Subject: ginidem.SubjectFromKey("user"), Settings: quiet}
 	for _, f := range change {
 		f(&cfg)
 	}
@@ -187,7 +187,7 @@ func TestUserFrom(t *testing.T) {
 			c.Set("principal", principal{Subject: u})
 		}
 	}, newMiddleware(t, st, func(cfg *idempotency.Config) {
-		cfg.UserID = ginidem.UserFrom(func(c *gin.Context) string {
+		cfg.Subject = ginidem.SubjectFrom(func(c *gin.Context) string {
 			p, _ := c.MustGet("principal").(principal)
 			return p.Subject
 		})
@@ -322,5 +322,5 @@ func TestParamKey(t *testing.T) {
 func TestMiddlewareNeedsUserID(t *testing.T) {
 	t.Parallel()
 	_, err := ginidem.Middleware(idempotency.Config{Store: memstore.New()})
-	require.ErrorContains(t, err, "Config.UserID")
+	require.ErrorContains(t, err, "Config.Subject")
 }

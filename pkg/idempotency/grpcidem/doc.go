@@ -5,7 +5,7 @@
 //
 //	idem, err := grpcidem.UnaryServerInterceptor(grpcidem.Config{
 //		Store:  pgstore.New(pool, nil),
-//		UserID: func(ctx context.Context) (string, error) {
+//		Subject: func(ctx context.Context) (string, error) {
 //			return auth.Subject(ctx) // what your authentication interceptor verified
 //		},
 //	})
@@ -25,7 +25,7 @@
 //
 // The key is the request metadata idempotency-key (MetadataKey), of
 // Config.KeyFormat, bare or quoted, as the HTTP header's. The user is
-// Config.UserID's subject, mapped by idempotency.SubjectUUID: keys are
+// Config.Subject's subject, mapped by idempotency.SubjectUUID: keys are
 // scoped per user. The fingerprint is the full method name and the request
 // message in protobuf's deterministic encoding: the same key on another
 // method, or with another message, is refused.

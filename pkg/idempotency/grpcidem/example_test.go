@@ -57,7 +57,7 @@ var counterService = grpc.ServiceDesc{
 func Example() {
 	idem, err := grpcidem.UnaryServerInterceptor(grpcidem.Config{
 		Store: memstore.New(), // pgstore, redisstore or dynamostore in production
-		UserID: func(ctx context.Context) (string, error) {
+		Subject: func(ctx context.Context) (string, error) {
 			user, _ := ctx.Value(userKey{}).(string)
 			return user, nil
 		},

@@ -27,20 +27,20 @@ const ReplayedKey = "idempotent-replayed"
 // so that a service served both ways on one store shares its keys.
 const Name = "rpc"
 
-// Config configures UnaryServerInterceptor. Store and UserID are required;
+// Config configures UnaryServerInterceptor. Store and Subject are required;
 // the zero value of every other field takes the documented default.
 type Config struct {
 	// Store keeps the records. Required.
 	Store idemstore.Store
 
-	// UserID returns the authenticated subject of a call. It must read only
+	// Subject returns the authenticated subject of a call. It must read only
 	// what authenticated the call (what an authentication interceptor put
 	// into ctx after verifying the caller's token, or the peer's verified
 	// TLS identity, peer.FromContext), never metadata a client sets freely.
 	// idempotency.SubjectUUID maps the subject to the user id kept, so keys
 	// are scoped per user. "" or an error (logged, never sent) refuses the
 	// call with Unauthenticated; the handler does not run. Required.
-	UserID func(ctx context.Context) (string, error)
+	Subject func(ctx context.Context) (string, error)
 
 	// KeyFormat is what a key must look like: idempotency.KeyUUIDv4 or
 	// idempotency.KeyOpaque, bare or as an RFC 8941 quoted string, as in
@@ -81,7 +81,7 @@ func UnaryServerInterceptor(cfg Config) (grpc.UnaryServerInterceptor, error) {
 	}
 	engine, err := rpcidem.New(framework, rpcidem.Config{
 		Store:     cfg.Store,
-		UserID:    cfg.UserID,
+		Subject:   cfg.Subject,
 		KeyFormat: cfg.KeyFormat,
 		Settings:  cfg.Settings,
 	})

@@ -497,7 +497,7 @@ var cases = []behaviourCase{
 		inv := e.wrap(func(ctx context.Context, req idempotency.Request) (apigw.Response, error) {
 			info, _ = idempotency.FromContext(ctx)
 			return e.respond(http.StatusCreated)(ctx, req)
-		}, func(c *idempotency.Config) { c.UserID = idempotency.AuthorizerContextField("userId") })
+		}, func(c *idempotency.Config) { c.Subject = idempotency.AuthorizerContextField("userId") })
 		req := e.post(`{}`)
 		req.sub = ""
 		req.lambda = map[string]any{"userId": strings.ToUpper(e.user), "principalId": "someone"}

@@ -32,7 +32,7 @@ var optionCases = []behaviourCase{
 		if e.p.name != "function-url" {
 			t.Skip("only a Function URL carries an IAM principal")
 		}
-		inv := e.wrap(e.respond(http.StatusCreated), func(c *idempotency.Config) { c.UserID = idempotency.IAMPrincipal })
+		inv := e.wrap(e.respond(http.StatusCreated), func(c *idempotency.Config) { c.Subject = idempotency.IAMPrincipal })
 		alice := e.post(`{"title":"alice's"}`)
 		alice.arn = "arn:aws:sts::123456789012:assumed-role/AWSReservedSSO_Dev_0123456789abcdef/alice@example.com"
 		first := e.do(inv, alice)
@@ -111,7 +111,7 @@ var optionCases = []behaviourCase{
 			}
 			return e.user, nil
 		}
-		inv := e.wrap(e.respond(http.StatusCreated), func(c *idempotency.Config) { c.UserID = idempotency.BearerToken(verify) })
+		inv := e.wrap(e.respond(http.StatusCreated), func(c *idempotency.Config) { c.Subject = idempotency.BearerToken(verify) })
 		req := e.post(`{}`)
 		req.sub = ""
 		req.headers["Authorization"] = "Bearer tok-" + e.user
@@ -206,8 +206,8 @@ var optionCases = []behaviourCase{
 			t.Skip("only net/http requests have a Body that can be nil")
 		}
 		mw, err := idempotency.Middleware(idempotency.Config{
-			Store:  e.store,
-			UserID: idempotency.StaticUserID(e.user),
+			Store:   e.store,
+			Subject: idempotency.StaticSubject(e.user),
 			Settings: idempotency.Settings{
 				Clock:   e.clock.Now,
 				Logger:  testLogger(e),

@@ -143,7 +143,7 @@ var keyCases = []behaviourCase{
 		require.Equal(t, http.StatusCreated, first.StatusCode)
 		requireReplay(t, first, e.do(inv, req))
 		requireReplay(t, first, e.do(inv, withKey(req, "Idempotency-Key", `"`+key+`"`)))
-		userID, recordKey, err := idempotency.HTTPRecordID(cfg, e.user, key)
+		userID, recordKey, err := idempotency.HTTPRecordID(cfg.KeyPrefix, cfg.KeyFormat, e.user, key)
 		require.NoError(t, err)
 		requireRecord(t, e.store, userID, recordKey, idemstore.StatusCompleted)
 
@@ -301,7 +301,7 @@ var keyCases = []behaviourCase{
 		requireReplay(t, other, e.do(billing, e.post(`{}`)))
 		require.NotEqual(t, first.Body, other.Body)
 		for _, prefix := range []string{"orders", "billing"} {
-			userID, key, err := idempotency.HTTPRecordID(idempotency.Config{Settings: idempotency.Settings{KeyPrefix: prefix}}, e.user, e.key)
+			userID, key, err := idempotency.HTTPRecordID(prefix, idempotency.KeyUUIDv4, e.user, e.key)
 			require.NoError(t, err)
 			require.NotEqual(t, e.key, key)
 			requireRecord(t, e.store, userID, key, idemstore.StatusCompleted)
@@ -345,7 +345,8 @@ var functionKeyCases = []functionCase{
 		require.NoError(t, err)
 		require.EqualValues(t, 1, again.Run)
 		for _, prefix := range []string{"orders", "billing"} {
-			userID, key := idempotency.FunctionRecordID(prefix, e.name, "", o.ID)
+			userID, key, err := idempotency.FunctionRecordID(prefix, e.name, "", o.ID)
+			require.NoError(t, err)
 			requireRecord(t, e.store, userID, key, idemstore.StatusCompleted)
 		}
 	}},
@@ -356,14 +357,16 @@ var functionKeyCases = []functionCase{
 		o := order{ID: uuid.NewString(), Note: "tenant-7"}
 		_, err := f(context.Background(), o)
 		require.NoError(t, err)
-		userID, key := idempotency.FunctionRecordID("", e.name, "tenant-7", o.ID)
+		userID, key, err := idempotency.FunctionRecordID("", e.name, "tenant-7", o.ID)
+		require.NoError(t, err)
 		requireRecord(t, e.store, userID, key, idemstore.StatusCompleted)
 
 		h := e.batchHandler(nil)
 		m := sqsMessage(`{}`)
 		_, err = h(context.Background(), events.SQSEvent{Records: []events.SQSMessage{m}})
 		require.NoError(t, err)
-		userID, key = idempotency.FunctionRecordID("", e.name, "", m.MessageId)
+		userID, key, err = idempotency.FunctionRecordID("", e.name, "", m.MessageId)
+		require.NoError(t, err)
 		requireRecord(t, e.store, userID, key, idemstore.StatusCompleted)
 	}},
 	{"a call without a key runs unprotected when keys are optional", func(t *testing.T, e *funcEnv) {

@@ -50,7 +50,7 @@ func runMiddleware(t *testing.T, newStore func(t *testing.T) idemstore.Store, mo
 
 // The test server's stand-in for an authentication middleware: it takes
 // the user (and a Lambda authorizer's context) from these headers into the
-// request's context, where Config.UserID finds them.
+// request's context, where Config.Subject finds them.
 const (
 	headerTestSub        = "X-Test-Sub"
 	headerTestAuthorizer = "X-Test-Authorizer"
@@ -94,11 +94,11 @@ func middlewarePayload(name string, mount Mount) payload {
 		name: name,
 		skip: map[string]bool{"a body marked base64 that is not base64 is refused": true},
 		wrap: func(t *testing.T, h handler, cfg idempotency.Config) invoker {
-			userID := cfg.UserID
+			userID := cfg.Subject
 			if userID == nil {
 				userID = idempotency.ClaimsSubject
 			}
-			cfg.UserID = func(ctx context.Context, req idempotency.Request) (string, error) {
+			cfg.Subject = func(ctx context.Context, req idempotency.Request) (string, error) {
 				a, _ := ctx.Value(authKey{}).(auth)
 				req.Claims, req.AuthorizerContext = a.claims, a.lambda
 				return userID(ctx, req)

@@ -24,11 +24,11 @@ var noLambdaAuthorizer = map[string]bool{"a Lambda authorizer's context gives th
 func wrapShape[Req idempotency.AnyRequest, Resp apigw.AnyResponse](event func(request) Req, claims func(idempotency.Request) map[string]string) func(*testing.T, handler, idempotency.Config) invoker {
 	inner := wrapVersion[Req, Resp](event)
 	return func(t *testing.T, h handler, cfg idempotency.Config) invoker {
-		userID := cfg.UserID
+		userID := cfg.Subject
 		if userID == nil {
 			userID = idempotency.ClaimsSubject
 		}
-		cfg.UserID = func(ctx context.Context, req idempotency.Request) (string, error) {
+		cfg.Subject = func(ctx context.Context, req idempotency.Request) (string, error) {
 			req.Claims = claims(req)
 			return userID(ctx, req)
 		}

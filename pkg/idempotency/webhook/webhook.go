@@ -78,7 +78,7 @@ type Provider struct {
 // twice.
 //
 // cfg is idempotency.Middleware's, with these differences: Key, KeyFormat,
-// UserID and Fingerprint are the preset's and must be left unset; TTL
+// Subject and Fingerprint are the preset's and must be left unset; TTL
 // defaults to DefaultTTL. The user every record is kept under is the
 // provider (p.Name), so two providers' equal ids are two records. The
 // fingerprint is the method and path only: a provider's retry may carry
@@ -103,8 +103,8 @@ func Middleware(p Provider, cfg idempotency.Config) (func(http.Handler) http.Han
 		return nil, errors.New("webhook: invalid Config: Config.Key is set; the provider's Key reads the delivery id: leave it unset")
 	case cfg.KeyFormat != idempotency.KeyUUIDv4:
 		return nil, errors.New("webhook: invalid Config: Config.KeyFormat is set; delivery ids are read as opaque keys: leave it unset")
-	case cfg.UserID != nil:
-		return nil, errors.New("webhook: invalid Config: Config.UserID is set; the records are scoped by Provider.Name: leave it unset")
+	case cfg.Subject != nil:
+		return nil, errors.New("webhook: invalid Config: Config.Subject is set; the records are scoped by Provider.Name: leave it unset")
 	case cfg.Fingerprint != nil:
 		return nil, errors.New("webhook: invalid Config: Config.Fingerprint is set; a delivery is fingerprinted by its method and path: leave it unset")
 	}
@@ -113,7 +113,7 @@ func Middleware(p Provider, cfg idempotency.Config) (func(http.Handler) http.Han
 		return id, nil
 	})
 	cfg.KeyFormat = idempotency.KeyOpaque
-	cfg.UserID = idempotency.StaticUserID(ProviderSubject(p.Name))
+	cfg.Subject = idempotency.StaticSubject(ProviderSubject(p.Name))
 	cfg.Fingerprint = deliveryFingerprint
 	if cfg.TTL == 0 {
 		cfg.TTL = DefaultTTL
@@ -171,7 +171,7 @@ func Middleware(p Provider, cfg idempotency.Config) (func(http.Handler) http.Han
 type deliveryIDKey struct{}
 
 // ProviderSubject is the subject the records of a provider named name are
-// kept under (Config.UserID's result): the record's user id is
+// kept under (Config.Subject's result): the record's user id is
 // idempotency.SubjectUUID of it, which the operations command's get needs.
 // It is of the form idempotency.IssuerSubject gives, with the issuer
 // "webhook", which no identity provider can issue: an OpenID Connect

@@ -58,7 +58,7 @@ func run() error {
 	protect, err := idempotency.Middleware(idempotency.Config{
 		Store: pgstore.New(pool, nil),
 		// A test's stand-in for an authentication middleware.
-		UserID: func(_ context.Context, r idempotency.Request) (string, error) {
+		Subject: func(_ context.Context, r idempotency.Request) (string, error) {
 			if v := r.Header("X-User"); len(v) == 1 {
 				return v[0], nil
 			}

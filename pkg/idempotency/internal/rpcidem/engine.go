@@ -14,7 +14,7 @@ import (
 // adapter's field of the same name documents.
 type Config struct {
 	Store     idemstore.Store
-	UserID    func(ctx context.Context) (string, error)
+	Subject   func(ctx context.Context) (string, error)
 	KeyFormat idempotency.KeyFormat
 	Settings  idempotency.Settings
 }
@@ -53,7 +53,7 @@ type Framework[Req, Resp any] struct {
 // idempotency.Function.
 type Engine[Req, Resp any] struct {
 	fw        Framework[Req, Resp]
-	userID    func(ctx context.Context) (string, error)
+	subject   func(ctx context.Context) (string, error)
 	keyFormat idempotency.KeyFormat
 	fn        func(context.Context, *call[Req, Resp]) (Result[Resp], error)
 }
@@ -66,8 +66,8 @@ func New[Req, Resp any](fw Framework[Req, Resp], cfg Config) (*Engine[Req, Resp]
 	if cfg.Store == nil {
 		errs = append(errs, errors.New("Config.Store is nil: pass a Store, e.g. pgstore.New(pool, nil)"))
 	}
-	if cfg.UserID == nil {
-		errs = append(errs, errors.New("Config.UserID is nil: pass a function that returns the authenticated subject of a call"))
+	if cfg.Subject == nil {
+		errs = append(errs, errors.New("Config.Subject is nil: pass a function that returns the authenticated subject of a call"))
 	}
 	if cfg.KeyFormat != idempotency.KeyUUIDv4 && cfg.KeyFormat != idempotency.KeyOpaque {
 		errs = append(errs, fmt.Errorf("Config.KeyFormat is %s: use idempotency.KeyUUIDv4 or idempotency.KeyOpaque", cfg.KeyFormat))
@@ -75,7 +75,7 @@ func New[Req, Resp any](fw Framework[Req, Resp], cfg Config) (*Engine[Req, Resp]
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("%s: invalid Config: %w", fw.Package, errors.Join(errs...))
 	}
-	e := &Engine[Req, Resp]{fw: fw, userID: cfg.UserID, keyFormat: cfg.KeyFormat}
+	e := &Engine[Req, Resp]{fw: fw, subject: cfg.Subject, keyFormat: cfg.KeyFormat}
 	fn, err := idempotency.Function(e.run, idempotency.FunctionConfig[*call[Req, Resp]]{
 		Store:    cfg.Store,
 		Name:     fw.Name,
@@ -143,13 +143,13 @@ func (e *Engine[Req, Resp]) payload(c *call[Req, Resp]) ([]byte, error) {
 // identify reads the call's user and key; a refusal waits in c.refused for
 // Function to log it, the user's first, as the HTTP shapes check it first.
 func (e *Engine[Req, Resp]) identify(ctx context.Context, c *call[Req, Resp], keys []string) {
-	subject, err := e.userID(ctx)
+	subject, err := e.subject(ctx)
 	switch {
 	case err != nil:
 		c.refused = &unauthenticatedError{err}
 		return
 	case subject == "":
-		c.refused = &unauthenticatedError{errors.New("UserID returned no subject")}
+		c.refused = &unauthenticatedError{errors.New("Config.Subject returned no subject")}
 		return
 	}
 	c.userID = idempotency.SubjectUUID(subject)

@@ -38,7 +38,7 @@ func parseKey(values []string, f idempotency.KeyFormat, carrier string) (string,
 // needs a subject, any one) and returns its record key: equal for two
 // spellings of one key, different for two keys.
 func normalKey(f idempotency.KeyFormat, key string) (string, error) {
-	_, k, err := idempotency.HTTPRecordID(idempotency.Config{KeyFormat: f}, "-", key)
+	_, k, err := idempotency.HTTPRecordID("", f, "-", key)
 	return k, err
 }
 
@@ -51,8 +51,7 @@ func (fw Framework[Req, Resp]) RecordID(prefix string, format idempotency.KeyFor
 	if err != nil {
 		return "", "", err
 	}
-	userID, recordKey = idempotency.FunctionRecordID(prefix, fw.Name, idempotency.SubjectUUID(subject), k)
-	return userID, recordKey, nil
+	return idempotency.FunctionRecordID(prefix, fw.Name, idempotency.SubjectUUID(subject), k)
 }
 
 // fingerprintVersion heads every fingerprint; its leading NUL keeps the

@@ -1,7 +1,7 @@
 // A program of its own, outside the ichido repository, that keeps its
 // idempotency keys in its own database and schema: one call creates the key
 // store (pgstore.Migrate), and idempotency.Wrap protects its handler with a
-// user taken by a UserIDFunc of its own. It imports nothing of ichido but
+// user taken by a SubjectFunc of its own. It imports nothing of ichido but
 // pkg/idempotency and one store package.
 // TestProgramOutsideTheRepository builds and runs it.
 package main
@@ -25,7 +25,7 @@ func createOrder(ctx context.Context, req events.APIGatewayV2HTTPRequest) (event
 	return events.APIGatewayV2HTTPResponse{StatusCode: 201, Body: `{"order":"1"}`}, nil
 }
 
-// orderUser is the program's own UserIDFunc: its authorizer puts the user
+// orderUser is the program's own SubjectFunc: its authorizer puts the user
 // in a custom claim rather than "sub".
 func orderUser(_ context.Context, req idempotency.Request) (string, error) {
 	id := req.Claims["custom:account_id"]
@@ -52,7 +52,7 @@ func main() {
 	fmt.Printf("key store in schema %s, %d migrations applied\n", res.Schema, len(res.Applied))
 
 	store := pgstore.New(pool, &pgstore.Options{Schema: res.Schema})
-	handler, err := idempotency.Wrap(createOrder, idempotency.Config{Store: store, UserID: orderUser})
+	handler, err := idempotency.Wrap(createOrder, idempotency.Config{Store: store, Subject: orderUser})
 	if err != nil {
 		log.Fatal(err)
 	}

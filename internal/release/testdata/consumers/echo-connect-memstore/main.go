@@ -31,7 +31,7 @@ func main() {
 			return next(c)
 		}
 	})
-	mw, err := echoidem.Middleware(idempotency.Config{Store: store, UserID: echoidem.UserFromKey("user")})
+	mw, err := echoidem.Middleware(idempotency.Config{Store: store, Subject: echoidem.SubjectFromKey("user")})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -40,7 +40,7 @@ func main() {
 
 	idem, err := connectidem.NewInterceptor(connectidem.Config{
 		Store: store,
-		UserID: func(ctx context.Context) (string, error) {
+		Subject: func(ctx context.Context) (string, error) {
 			user, _ := ctx.Value(userKey{}).(string)
 			return user, nil
 		},

@@ -29,8 +29,8 @@ func main() {
 		}
 	})
 	mw, err := ginidem.Middleware(idempotency.Config{
-		Store:  redisstore.New(client, nil),
-		UserID: ginidem.UserFromKey("user"),
+		Store:   redisstore.New(client, nil),
+		Subject: ginidem.SubjectFromKey("user"),
 	})
 	if err != nil {
 		log.Fatal(err)

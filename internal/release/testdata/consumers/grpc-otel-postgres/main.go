@@ -65,7 +65,7 @@ func main() {
 
 	idem, err := grpcidem.UnaryServerInterceptor(grpcidem.Config{
 		Store: pgstore.New(pool, nil),
-		UserID: func(ctx context.Context) (string, error) {
+		Subject: func(ctx context.Context) (string, error) {
 			user, _ := ctx.Value(userKey{}).(string)
 			return user, nil
 		},

@@ -28,7 +28,7 @@ func main() {
 	}
 	mw, err := idempotency.Middleware(idempotency.Config{
 		Store: store,
-		UserID: idempotency.ContextUserID(func(ctx context.Context) string {
+		Subject: idempotency.ContextSubject(func(ctx context.Context) string {
 			user, _ := ctx.Value(userKey{}).(string)
 			return user
 		}),
