@@ -46,7 +46,7 @@ func traces(getenv func(string) string, stderr io.Writer) (observe.Observer, fun
 			sdktrace.WithSampler(sdktrace.AlwaysSample()),
 			sdktrace.WithResource(resource.NewSchemaless(attribute.String("service.name", serviceName))),
 		)
-		obs := otelidem.New(otelidem.Options{TracerProvider: tp, MeterProvider: metricnoop.NewMeterProvider()})
+		obs := otelidem.New(otelidem.WithTracerProvider(tp), otelidem.WithMeterProvider(metricnoop.NewMeterProvider()))
 		return obs, tp.Shutdown, nil
 	default:
 		return nil, nil, fmt.Errorf("%s is %q: set it to stdout to print the idempotency spans on standard error, or leave it empty", tracesVariable, v)

@@ -64,7 +64,7 @@ func benchSetups(b *testing.B) []struct {
 		{"unprotected", func(*testing.B) v2Handler { return benchCreate }},
 		{"observer=nil", protect(nil)},
 		{"otelidem=noop", protect(func(*testing.B) observe.Observer {
-			return otelidem.New(otelidem.Options{TracerProvider: tracenoop.NewTracerProvider(), MeterProvider: metricnoop.NewMeterProvider()})
+			return otelidem.New(otelidem.WithTracerProvider(tracenoop.NewTracerProvider()), otelidem.WithMeterProvider(metricnoop.NewMeterProvider()))
 		})},
 		{"otelidem=sdk", protect(func(b *testing.B) observe.Observer {
 			tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithSyncer(tracetest.NewInMemoryExporter()))
@@ -73,7 +73,7 @@ func benchSetups(b *testing.B) []struct {
 				_ = tp.Shutdown(context.Background())
 				_ = mp.Shutdown(context.Background())
 			})
-			return otelidem.New(otelidem.Options{TracerProvider: tp, MeterProvider: mp})
+			return otelidem.New(otelidem.WithTracerProvider(tp), otelidem.WithMeterProvider(mp))
 		})},
 	}
 }

@@ -205,7 +205,7 @@ func TestOriginIsTheCallsOwnSpan(t *testing.T) {
 	ctx := trace.ContextWithRemoteSpanContext(context.Background(), parent)
 	call := observe.Call{Shape: observe.ShapeHTTP, Method: http.MethodPost, Store: "memstore"}
 
-	noop := otelidem.New(otelidem.Options{TracerProvider: tracenoop.NewTracerProvider(), MeterProvider: metricnoop.NewMeterProvider()})
+	noop := otelidem.New(otelidem.WithTracerProvider(tracenoop.NewTracerProvider()), otelidem.WithMeterProvider(metricnoop.NewMeterProvider()))
 	_, span := noop.Start(ctx, call)
 	require.Nil(t, span.Origin())
 	span.End(observe.Result{Outcome: "completed", Status: http.StatusCreated, Claimed: true})
@@ -225,7 +225,7 @@ func TestOriginIsTheCallsOwnSpan(t *testing.T) {
 // TestGlobalProviders: with no providers given, New reports to the global
 // ones, even when they are set after it.
 func TestGlobalProviders(t *testing.T) {
-	obs := otelidem.New(otelidem.Options{})
+	obs := otelidem.New()
 	tm := newTelemetry(t, sdktrace.AlwaysSample())
 	otel.SetTracerProvider(tm.tp)
 	otel.SetMeterProvider(tm.mp)

@@ -41,7 +41,7 @@ func newTelemetry(t *testing.T, sampler sdktrace.Sampler) *telemetry {
 
 // observer is a new Observer on the SDK, as a cold start makes one.
 func (tm *telemetry) observer() observe.Observer {
-	return otelidem.New(otelidem.Options{TracerProvider: tm.tp, MeterProvider: tm.mp})
+	return otelidem.New(otelidem.WithTracerProvider(tm.tp), otelidem.WithMeterProvider(tm.mp))
 }
 
 // ended are the ended spans of otelidem, in the order they ended.

@@ -4,10 +4,10 @@
 //
 //	cfg := idempotency.Config{
 //		Store:    store,
-//		Settings: idempotency.Settings{Observer: otelidem.New(otelidem.Options{})},
+//		Settings: idempotency.Settings{Observer: otelidem.New()},
 //	}
 //
-// With Options{}, the global providers are used (otel.SetTracerProvider,
+// Without options, the global providers are used (otel.SetTracerProvider,
 // otel.SetMeterProvider). The package is a module of its own, so that only
 // the programs that import it depend on OpenTelemetry.
 //

@@ -21,8 +21,8 @@ import (
 // A handler protected by Wrap reports each call as a span and as metrics;
 // the replay's span links to the span of the run that produced its answer.
 // Here the SDK keeps them in memory; a real program sets its exporter up
-// once, at cold start, and passes otelidem.Options{} to use the global
-// providers.
+// once, at cold start, and calls otelidem.New() without options to use the
+// global providers.
 func Example() {
 	spans := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
@@ -35,7 +35,7 @@ func Example() {
 	handler, err := idempotency.Wrap(create, idempotency.Config{
 		Store: memstore.New(),
 		Settings: idempotency.Settings{
-			Observer: otelidem.New(otelidem.Options{TracerProvider: tp, MeterProvider: mp}),
+			Observer: otelidem.New(otelidem.WithTracerProvider(tp), otelidem.WithMeterProvider(mp)),
 			Logger:   slog.New(slog.NewJSONHandler(io.Discard, nil)),
 			Metrics:  io.Discard,
 		},

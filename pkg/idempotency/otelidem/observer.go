@@ -53,35 +53,59 @@ var (
 	storeBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5}
 )
 
-// Options says where the spans and metrics go. The zero value sends them
-// to OpenTelemetry's global providers.
-type Options struct {
-	// TracerProvider makes the tracer of the calls' spans. Defaults to the
-	// global one (otel.GetTracerProvider), which delegates to the provider
-	// set with otel.SetTracerProvider, even one set after New.
-	TracerProvider trace.TracerProvider
+// An Option configures New.
+type Option interface {
+	apply(*config)
+}
 
-	// MeterProvider makes the meter of the calls' metrics. Defaults to the
-	// global one (otel.GetMeterProvider), which delegates like the tracer's.
-	MeterProvider metric.MeterProvider
+// config is what the Options set.
+type config struct {
+	tracerProvider trace.TracerProvider
+	meterProvider  metric.MeterProvider
+}
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+// WithTracerProvider sets the provider of the calls' tracer. Without it, or
+// with nil, New uses the global provider (otel.GetTracerProvider). That one
+// delegates to the provider set with otel.SetTracerProvider, even one set
+// after New.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return optionFunc(func(c *config) {
+		if tp != nil {
+			c.tracerProvider = tp
+		}
+	})
+}
+
+// WithMeterProvider sets the provider of the calls' meter. Without it, or
+// with nil, New uses the global provider (otel.GetMeterProvider), which
+// delegates like the tracer's.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return optionFunc(func(c *config) {
+		if mp != nil {
+			c.meterProvider = mp
+		}
+	})
 }
 
 // New returns an Observer that makes an OpenTelemetry span and metrics of
 // every protected call, for idempotency.Settings.Observer. One Observer
-// may serve any number of handlers and stores.
-func New(opts Options) observe.Observer {
-	tp, mp := opts.TracerProvider, opts.MeterProvider
-	if tp == nil {
-		tp = otel.GetTracerProvider()
+// may serve any number of handlers and stores. Without options, it reports
+// to the global providers.
+func New(opts ...Option) observe.Observer {
+	c := config{tracerProvider: otel.GetTracerProvider(), meterProvider: otel.GetMeterProvider()}
+	for _, o := range opts {
+		o.apply(&c)
 	}
-	if mp == nil {
-		mp = otel.GetMeterProvider()
-	}
+	tp, mp := c.tracerProvider, c.meterProvider
 	o := &observer{
-		tracer: tp.Tracer(ScopeName, trace.WithSchemaURL(semconv.SchemaURL)),
+		tracer: tp.Tracer(ScopeName, trace.WithInstrumentationVersion(Version()), trace.WithSchemaURL(semconv.SchemaURL)),
 		sets:   map[setKey]metric.MeasurementOption{},
 	}
-	meter := mp.Meter(ScopeName, metric.WithSchemaURL(semconv.SchemaURL))
+	meter := mp.Meter(ScopeName, metric.WithInstrumentationVersion(Version()), metric.WithSchemaURL(semconv.SchemaURL))
 	var err error
 	// An instrument that cannot be made is handed to the error handler;
 	// the one returned still works, as a no-op.

@@ -69,7 +69,7 @@ func main() {
 			user, _ := ctx.Value(userKey{}).(string)
 			return user, nil
 		},
-		Settings: idempotency.Settings{Observer: otelidem.New(otelidem.Options{TracerProvider: tp})},
+		Settings: idempotency.Settings{Observer: otelidem.New(otelidem.WithTracerProvider(tp))},
 	})
 	if err != nil {
 		log.Fatal(err)
