@@ -2,14 +2,17 @@ package release
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
+	"golang.org/x/mod/module"
 	"golang.org/x/mod/semver"
 )
 
@@ -112,9 +115,10 @@ func previousTag(ctx context.Context, root string, m Module, version string) (st
 }
 
 // compareAPI runs gorelease on the module as the proxy holds it at
-// version, against prev, which the usual module proxy serves once its tag
-// is pushed. gorelease refuses an incompatible change that version's
-// number does not allow.
+// version, against prev, which the proxy holds too (from its tag).
+// gorelease refuses an incompatible change that version's number does not
+// allow. It runs with a copy of the proxy that lacks the module at version,
+// which it checks is not released yet.
 func compareAPI(ctx context.Context, proxy string, m Module, prev, version string, w io.Writer) error {
 	env, err := ProxyEnv(ctx, proxy)
 	if err != nil {
@@ -125,17 +129,43 @@ func compareAPI(ctx context.Context, proxy string, m Module, prev, version strin
 		return err
 	}
 	defer os.RemoveAll(dir)
-	// A module of the release's version, unpacked from the proxy.
+	// The module at version, unpacked from the proxy.
 	get := fmt.Sprintf("%s@%s", m.Path, version)
-	if out, err := goCmd(ctx, dir, env, "mod", "download", "-json", get); err != nil {
-		return fmt.Errorf("go mod download %s: %v\n%s", get, err, out)
-	}
-	modDir, err := goCmd(ctx, dir, env, "list", "-m", "-f", "{{.Dir}}", get)
+	modDir, err := goCmd(ctx, dir, env, "mod", "download", "-json", get)
 	if err != nil {
-		return fmt.Errorf("go list -m %s: %v\n%s", get, err, modDir)
+		return fmt.Errorf("go mod download %s: %v\n%s", get, err, modDir)
+	}
+	var dl struct{ Dir string }
+	if err := json.Unmarshal(modDir, &dl); err != nil {
+		return err
 	}
 	src := filepath.Join(dir, "src")
-	if err := os.CopyFS(src, os.DirFS(strings.TrimSpace(string(modDir)))); err != nil {
+	if err := os.CopyFS(src, os.DirFS(dl.Dir)); err != nil {
+		return err
+	}
+	// The proxy without the module at version.
+	without := filepath.Join(dir, "proxy")
+	if err := os.CopyFS(without, os.DirFS(proxy)); err != nil {
+		return err
+	}
+	esc, err := module.EscapePath(m.Path)
+	if err != nil {
+		return err
+	}
+	at := filepath.Join(without, filepath.FromSlash(esc), "@v")
+	for _, ext := range []string{".zip", ".mod", ".info"} {
+		_ = os.Remove(filepath.Join(at, version+ext))
+	}
+	list, err := os.ReadFile(filepath.Join(at, "list"))
+	if err != nil {
+		return err
+	}
+	kept := slices.DeleteFunc(strings.Fields(string(list)), func(v string) bool { return v == version })
+	if err := os.WriteFile(filepath.Join(at, "list"), []byte(strings.Join(kept, "\n")+"\n"), 0o644); err != nil {
+		return err
+	}
+	env, err = ProxyEnv(ctx, without)
+	if err != nil {
 		return err
 	}
 	out, err := goCmd(ctx, src, env, "run", gorelease, "-base="+prev, "-version="+version)
@@ -143,7 +173,21 @@ func compareAPI(ctx context.Context, proxy string, m Module, prev, version strin
 	if err != nil {
 		return fmt.Errorf("%s: gorelease refused %s against %s (see above)", m.Path, version, prev)
 	}
+	// gorelease lets a v0 module break its API in any release; the version
+	// policy allows it in a minor release only (docs/versioning.md).
+	if strings.Contains(string(out), "## incompatible changes") && !breakAllowed(prev, version) {
+		return fmt.Errorf("%s: %s changes the API incompatibly (see above), which the version policy allows only in a minor release of v0 or a new major version", m.Path, version)
+	}
 	return nil
+}
+
+// breakAllowed reports whether the release version may break the API of
+// prev: a new major version, or a new minor version of v0.
+func breakAllowed(prev, version string) bool {
+	if semver.Major(prev) != semver.Major(version) {
+		return true
+	}
+	return semver.Major(version) == "v0" && semver.MajorMinor(prev) != semver.MajorMinor(version)
 }
 
 // proxyFromTag writes the published modules at version, as the commit that

@@ -64,6 +64,9 @@ func WriteProxy(ctx context.Context, root, version, dir string) ([]Written, erro
 	if err != nil {
 		return nil, err
 	}
+	if err := forgetVersion(ctx, mods, version); err != nil {
+		return nil, err
+	}
 	work, err := os.MkdirTemp("", "ichido-release-")
 	if err != nil {
 		return nil, err
@@ -244,4 +247,47 @@ func goCmd(ctx context.Context, dir string, env []string, args ...string) ([]byt
 	cmd.Dir = dir
 	cmd.Env = env
 	return cmd.CombinedOutput()
+}
+
+// forgetVersion removes the published modules at version from the module
+// cache, where an earlier proxy of the same version left them: the go
+// command never downloads a version it has, so a check would otherwise
+// build what an older working tree held.
+func forgetVersion(ctx context.Context, mods []Module, version string) error {
+	out, err := exec.CommandContext(ctx, "go", "env", "GOMODCACHE").Output()
+	if err != nil {
+		return fmt.Errorf("go env GOMODCACHE: %w", err)
+	}
+	cache := strings.TrimSpace(string(out))
+	if cache == "" {
+		return nil
+	}
+	for _, m := range mods {
+		esc, err := module.EscapePath(m.Path)
+		if err != nil {
+			return err
+		}
+		escV, err := module.EscapeVersion(version)
+		if err != nil {
+			return err
+		}
+		extracted := filepath.Join(cache, filepath.FromSlash(esc)+"@"+escV)
+		// The module cache's folders are read-only.
+		_ = filepath.WalkDir(extracted, func(path string, d os.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				_ = os.Chmod(path, 0o755)
+			}
+			return nil
+		})
+		if err := os.RemoveAll(extracted); err != nil {
+			return err
+		}
+		downloads, _ := filepath.Glob(filepath.Join(cache, "cache", "download", filepath.FromSlash(esc), "@v", escV+".*"))
+		for _, f := range downloads {
+			if err := os.Remove(f); err != nil && !os.IsNotExist(err) {
+				return err
+			}
+		}
+	}
+	return nil
 }

@@ -149,3 +149,18 @@ func TestCheckVersion(t *testing.T) {
 		require.Error(t, release.CheckVersion(v), v)
 	}
 }
+
+func TestBreakAllowed(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		prev, version string
+		allowed       bool
+	}{
+		{"v0.99.0", "v0.99.1", false},
+		{"v0.99.0", "v0.100.0", true},
+		{"v1.2.0", "v1.3.0", false},
+		{"v1.2.0", "v2.0.0", true},
+	} {
+		require.Equal(t, c.allowed, release.BreakAllowed(c.prev, c.version), "%s → %s", c.prev, c.version)
+	}
+}

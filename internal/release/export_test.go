@@ -1,0 +1,4 @@
+package release
+
+// BreakAllowed is breakAllowed, for the tests.
+var BreakAllowed = breakAllowed
