@@ -116,7 +116,7 @@ func (b *bench) beyond(ctx context.Context) error {
 			return pool.QueryRow(ctx, "SELECT 1").Scan(&n)
 		})
 	}
-	store := pgstore.New(pool, nil)
+	store := mustStore(pgstore.New(pool, nil))
 	dec, err := b.decoratorSides(ctx, store)
 	if err != nil {
 		return err
@@ -144,7 +144,7 @@ func (b *bench) beyond(ctx context.Context) error {
 		ping := func(ctx context.Context, _ int) (time.Duration, error) {
 			return timed(func() error { return server.client.Ping(ctx).Err() })
 		}
-		rstore := redisstore.New(server.client, nil)
+		rstore := mustStore(redisstore.New(server.client, nil))
 		dec, err := b.decoratorSides(ctx, rstore)
 		if err != nil {
 			return err
@@ -380,7 +380,7 @@ func (b *bench) createTrips(ctx context.Context, p plan) (*CreateTrips, error) {
 		return nil, err
 	}
 	defer pool.Close()
-	store := pgstore.New(pool, nil)
+	store := mustStore(pgstore.New(pool, nil))
 	logger := slog.New(slog.NewJSONHandler(b.devnull, nil))
 	res := &CreateTrips{DelayMs: ms(delayEachWay), RoundTrips: map[string]float64{}}
 	var specs []sideSpec

@@ -318,11 +318,11 @@ func (b *bench) direct(ctx context.Context) error {
 			return fmt.Errorf("the peers' statements: %w", err)
 		}
 		defer peers.db.Close()
-		execSides, err := b.decoratorSides(ctx, pgstore.New(execPool, nil))
+		execSides, err := b.decoratorSides(ctx, mustStore(pgstore.New(execPool, nil)))
 		if err != nil {
 			return err
 		}
-		prepSides, err := b.decoratorSides(ctx, pgstore.New(prepPool, nil))
+		prepSides, err := b.decoratorSides(ctx, mustStore(pgstore.New(prepPool, nil)))
 		if err != nil {
 			return err
 		}
@@ -332,7 +332,7 @@ func (b *bench) direct(ctx context.Context) error {
 				return prepPool.QueryRow(ctx, "SELECT 1").Scan(&n)
 			})
 		}}
-		prepStore := pgstore.New(prepPool, nil)
+		prepStore := mustStore(pgstore.New(prepPool, nil))
 		storeReplay, err := primed(ctx, claimAloneSide(prepStore))
 		if err != nil {
 			return err
@@ -466,7 +466,7 @@ func (b *bench) directBouncer(ctx context.Context, res *DirectResult) error {
 			return err
 		}
 		defer pool.Close()
-		sides, err := b.decoratorSides(ctx, pgstore.New(pool, &pgstore.Options{Schema: schema}))
+		sides, err := b.decoratorSides(ctx, mustStore(pgstore.New(pool, &pgstore.Options{Schema: schema})))
 		if err != nil {
 			return err
 		}
@@ -485,7 +485,7 @@ func (b *bench) directBouncer(ctx context.Context, res *DirectResult) error {
 				return pool.QueryRow(ctx, "SELECT 1").Scan(&n)
 			})
 		}}
-		storeReplay, err := primed(ctx, claimAloneSide(pgstore.New(pool, &pgstore.Options{Schema: schema})))
+		storeReplay, err := primed(ctx, claimAloneSide(mustStore(pgstore.New(pool, &pgstore.Options{Schema: schema}))))
 		if err != nil {
 			return err
 		}
@@ -528,7 +528,7 @@ const (
 )
 
 func claimStatementSides(ctx context.Context, pool *pgxpool.Pool) ([]sideSpec, error) {
-	store := pgstore.New(pool, nil)
+	store := mustStore(pgstore.New(pool, nil))
 	alone := claimAloneSide(store)
 	if _, err := alone.op(ctx, 0); err != nil {
 		return nil, err
@@ -552,7 +552,7 @@ func (b *bench) directRedis(ctx context.Context, res *DirectResult) error {
 	if b.redis == nil {
 		return nil
 	}
-	rstore := redisstore.New(b.redis, nil)
+	rstore := mustStore(redisstore.New(b.redis, nil))
 	dec, err := b.decoratorSides(ctx, rstore)
 	if err != nil {
 		return err

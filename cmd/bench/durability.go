@@ -83,11 +83,11 @@ func (b *bench) durability(ctx context.Context) error {
 	}
 	defer pool.Close()
 	specs := []sideSpec{
-		{"UNLOGGED", claimComplete(pgstore.New(pool, nil))},
-		{"LOGGED", claimComplete(pgstore.New(pool, &pgstore.Options{Schema: b.db.loggedSchema()}))},
+		{"UNLOGGED", claimComplete(mustStore(pgstore.New(pool, nil)))},
+		{"LOGGED", claimComplete(mustStore(pgstore.New(pool, &pgstore.Options{Schema: b.db.loggedSchema()})))},
 	}
 	if b.redis != nil {
-		specs = append(specs, sideSpec{"Redis", claimComplete(redisstore.New(b.redis, nil))})
+		specs = append(specs, sideSpec{"Redis", claimComplete(mustStore(redisstore.New(b.redis, nil)))})
 	}
 	for _, clients := range cfg.durClients {
 		// Same data in both tables at the start of every level.

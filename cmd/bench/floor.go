@@ -200,7 +200,7 @@ func (b *bench) floor(ctx context.Context) error {
 	if _, err := pool.Exec(ctx, noopShapeFunction); err != nil {
 		return fmt.Errorf("creating the no-op function: %w", err)
 	}
-	store := pgstore.New(pool, nil)
+	store := mustStore(pgstore.New(pool, nil))
 	dec, err := b.decoratorSides(ctx, store)
 	if err != nil {
 		return err
@@ -217,7 +217,7 @@ func (b *bench) floor(ctx context.Context) error {
 	ping := func(ctx context.Context, _ int) (time.Duration, error) {
 		return timed(func() error { return b.redis.Ping(ctx).Err() })
 	}
-	rstore := redisstore.New(b.redis, nil)
+	rstore := mustStore(redisstore.New(b.redis, nil))
 	if dec, err = b.decoratorSides(ctx, rstore); err != nil {
 		return err
 	}

@@ -74,7 +74,7 @@ func (b *bench) growth(ctx context.Context) error {
 		return err
 	}
 	defer claimPool.Close()
-	claim := claimOnly(pgstore.New(claimPool, nil))
+	claim := claimOnly(mustStore(pgstore.New(claimPool, nil)))
 	p := plan{reps: cfg.reps, clients: 1, dur: cfg.growthDur, maxOps: cfg.maxOps, warm: cfg.warm}
 
 	rows := 0

@@ -155,7 +155,7 @@ func (b *bench) hotPath(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		store := pgstore.New(pool, nil)
+		store := mustStore(pgstore.New(pool, nil))
 		selectOne := func(ctx context.Context, _ int) (time.Duration, error) {
 			return timed(func() error {
 				var n int
@@ -223,7 +223,7 @@ func (b *bench) hotPath(ctx context.Context) error {
 			return pool.QueryRow(ctx, "SELECT 1").Scan(&n)
 		})
 	}
-	dec, err := b.decoratorSides(ctx, pgstore.New(pool, nil))
+	dec, err := b.decoratorSides(ctx, mustStore(pgstore.New(pool, nil)))
 	if err != nil {
 		return err
 	}
@@ -235,7 +235,7 @@ func (b *bench) hotPath(ctx context.Context) error {
 	if b.redis == nil {
 		return nil
 	}
-	rstore := redisstore.New(b.redis, nil)
+	rstore := mustStore(redisstore.New(b.redis, nil))
 	if dec, err = b.decoratorSides(ctx, rstore); err != nil {
 		return err
 	}
@@ -443,7 +443,7 @@ func (b *bench) delayed(ctx context.Context) error {
 			return pool.QueryRow(ctx, "SELECT 1").Scan(&n)
 		})
 	}
-	dec, err := b.decoratorSides(ctx, pgstore.New(pool, nil))
+	dec, err := b.decoratorSides(ctx, mustStore(pgstore.New(pool, nil)))
 	if err != nil {
 		return err
 	}
@@ -465,7 +465,7 @@ func (b *bench) delayed(ctx context.Context) error {
 	ping := func(ctx context.Context, _ int) (time.Duration, error) {
 		return timed(func() error { return client.Ping(ctx).Err() })
 	}
-	if dec, err = b.decoratorSides(ctx, redisstore.New(client, nil)); err != nil {
+	if dec, err = b.decoratorSides(ctx, mustStore(redisstore.New(client, nil))); err != nil {
 		return err
 	}
 	if res.Redis, err = compare(ctx, p, append([]sideSpec{{"floor (PING)", ping}}, dec...)); err != nil {

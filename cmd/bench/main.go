@@ -320,3 +320,11 @@ func (b *bench) section(ctx context.Context, name string) error {
 	}
 	return errors.New("unknown section " + name)
 }
+
+// mustStore returns a store made of valid arguments, and panics otherwise.
+func mustStore[S any](s S, err error) S {
+	if err != nil {
+		panic(err)
+	}
+	return s
+}

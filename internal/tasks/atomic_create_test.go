@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ichido/ichido/internal/tasks"
+	"github.com/ichido/ichido/internal/testkit/must"
 	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
 )
@@ -51,7 +52,7 @@ func countedStore(t *testing.T, url string, c *completeCounter) *pgstore.Store {
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	return pgstore.New(pool, nil)
+	return must.Value(pgstore.New(pool, nil))
 }
 
 // keyRecord reads the status and stored body of the key's record.
@@ -141,7 +142,7 @@ func TestAtomicCreateFailureReleasesTheKey(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
-	keys := pgstore.New(e.db.Pool, nil)
+	keys := must.Value(pgstore.New(e.db.Pool, nil))
 	api := tasks.NewAPI(tasks.NewService(e.db.Pool), &tasks.Options{Logger: e.quietLogger(), Keys: keys})
 	create, err := idempotency.Wrap(api.Create, idempotency.Config{Store: keys, Settings: idempotency.Settings{Logger: e.quietLogger(), Metrics: discard{}}})
 	require.NoError(t, err)
@@ -168,7 +169,7 @@ func TestAtomicCreateIsOneTransaction(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
-	keys := pgstore.New(e.db.Pool, nil)
+	keys := must.Value(pgstore.New(e.db.Pool, nil))
 	api := tasks.NewAPI(tasks.NewService(e.db.Pool), &tasks.Options{Logger: e.quietLogger(), Keys: keys})
 	create, err := idempotency.Wrap(api.Create, idempotency.Config{Store: keys, Settings: idempotency.Settings{Logger: e.quietLogger(), Metrics: discard{}}})
 	require.NoError(t, err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ichido/ichido/internal/problem"
 	"github.com/ichido/ichido/internal/tasks"
+	"github.com/ichido/ichido/internal/testkit/must"
 	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
@@ -95,7 +96,7 @@ func TestDeleteWhoseCompletionFailed(t *testing.T) {
 	// An hour in the past: stores decide takeover against the earlier of
 	// the caller's clock and their server's, so the clock moves in the past.
 	clock := &settableClock{now: time.Now().Add(-time.Hour).UTC()}
-	st := pgstore.New(e.db.Pool, nil)
+	st := must.Value(pgstore.New(e.db.Pool, nil))
 	wrap := func(s idemstore.Store) tasks.Handler {
 		h, err := idempotency.Wrap(e.api.Delete, idempotency.Config{
 			Store: s,

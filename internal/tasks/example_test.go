@@ -50,7 +50,11 @@ func ExampleAPI_Create() {
 		log.Fatal(err)
 	}
 	api := tasks.NewAPI(tasks.NewService(pool), nil)
-	create, err := idempotency.Wrap(api.Create, idempotency.Config{Store: pgstore.New(pool, nil)})
+	store, err := pgstore.New(pool, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	create, err := idempotency.Wrap(api.Create, idempotency.Config{Store: store})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ichido/ichido/internal/problem"
 	"github.com/ichido/ichido/internal/tasks"
+	"github.com/ichido/ichido/internal/testkit/must"
 	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
 )
@@ -21,7 +22,7 @@ import (
 func (e *env) wrap(t *testing.T, h tasks.Handler) tasks.Handler {
 	t.Helper()
 	wrapped, err := idempotency.Wrap(h, idempotency.Config{
-		Store: pgstore.New(e.db.Pool, nil),
+		Store: must.Value(pgstore.New(e.db.Pool, nil)),
 		Settings: idempotency.Settings{
 			Logger:  e.quietLogger(),
 			Metrics: io.Discard,

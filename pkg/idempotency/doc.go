@@ -31,8 +31,12 @@
 //	func main() {
 //		// pool: a *pgxpool.Pool, such as dbpool.New builds; the key store
 //		// exists (pgstore.Migrate).
+//		store, err := pgstore.New(pool, nil)
+//		if err != nil {
+//			log.Fatal(err)
+//		}
 //		h, err := idempotency.Wrap(createTask, idempotency.Config{
-//			Store: pgstore.New(pool, nil),
+//			Store: store,
 //		})
 //		if err != nil {
 //			log.Fatal(err) // an invalid Config; the message names the field

@@ -31,6 +31,7 @@ import (
 
 	"github.com/ichido/ichido/internal/apptest"
 	"github.com/ichido/ichido/internal/testkit/dynamotest"
+	"github.com/ichido/ichido/internal/testkit/must"
 	"github.com/ichido/ichido/internal/testkit/redistest"
 	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/dynamostore"
@@ -418,12 +419,12 @@ func TestHistoryWorker(t *testing.T) {
 		pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 		require.NoError(t, err)
 		defer pool.Close()
-		store = pgstore.New(pool, nil)
+		store = must.Value(pgstore.New(pool, nil))
 	case "redis", "valkey":
 		cutter = storetest.NewReplyCutter(t, os.Getenv(envAddr))
 		c := redis.NewClient(&redis.Options{Addr: cutter.Addr(), DialTimeout: time.Second, ReadTimeout: time.Second, MaxRetries: -1})
 		defer c.Close()
-		store = redisstore.New(c, nil)
+		store = must.Value(redisstore.New(c, nil))
 	case "dynamodb":
 		cutter = storetest.NewReplyCutter(t, os.Getenv(envAddr))
 		client := dynamotest.NewClientAt("http://"+cutter.Addr(), dynamotest.ClientOptions{MaxAttempts: 1})
@@ -517,14 +518,14 @@ func TestHistory(t *testing.T) {
 	stores := []func(t *testing.T) storeUnderTest{
 		func(t *testing.T) storeUnderTest {
 			db := apptest.New(t)
-			return storeUnderTest{kind: "postgres", addr: db.URL, open: func(t *testing.T) idemstore.Store { return pgstore.New(db.Pool, nil) }}
+			return storeUnderTest{kind: "postgres", addr: db.URL, open: func(t *testing.T) idemstore.Store { return must.Value(pgstore.New(db.Pool, nil)) }}
 		},
 		func(t *testing.T) storeUnderTest {
 			srv := redistest.StartT(t)
 			return storeUnderTest{kind: "redis", addr: srv.Addr, open: func(t *testing.T) idemstore.Store {
 				c := redis.NewClient(&redis.Options{Addr: srv.Addr})
 				t.Cleanup(func() { _ = c.Close() })
-				return redisstore.New(c, nil)
+				return must.Value(redisstore.New(c, nil))
 			}}
 		},
 		// Valkey 8.1, where a completion is one SET … IFEQ instead of the
@@ -536,7 +537,7 @@ func TestHistory(t *testing.T) {
 			return storeUnderTest{kind: "valkey", addr: srv.Addr, open: func(t *testing.T) idemstore.Store {
 				c := redis.NewClient(&redis.Options{Addr: srv.Addr})
 				t.Cleanup(func() { _ = c.Close() })
-				return redisstore.New(c, nil)
+				return must.Value(redisstore.New(c, nil))
 			}}
 		},
 		func(t *testing.T) storeUnderTest {
@@ -577,7 +578,7 @@ func TestHistoryCatchesBrokenStore(t *testing.T) {
 	st := storeUnderTest{kind: "redis", addr: srv.Addr, open: func(t *testing.T) idemstore.Store {
 		c := redis.NewClient(&redis.Options{Addr: srv.Addr})
 		t.Cleanup(func() { _ = c.Close() })
-		return redisstore.New(c, nil)
+		return must.Value(redisstore.New(c, nil))
 	}}
 	// A history is random, and what this store breaks shows only when two
 	// calls of one request meet while the first runs; a short history on a

@@ -18,6 +18,7 @@ import (
 	"github.com/ichido/ichido/internal/apptest"
 	"github.com/ichido/ichido/internal/localapi"
 	"github.com/ichido/ichido/internal/tasks"
+	"github.com/ichido/ichido/internal/testkit/must"
 	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
 )
@@ -31,7 +32,7 @@ type subjectKey struct{}
 func netHTTPServer(pool *pgxpool.Pool, runs *runCounter) (http.Handler, error) {
 	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	cfg := idempotency.Config{
-		Store:   pgstore.New(pool, nil),
+		Store:   must.Value(pgstore.New(pool, nil)),
 		Subject: idempotency.ContextSubject(func(ctx context.Context) string { s, _ := ctx.Value(subjectKey{}).(string); return s }),
 		Settings: idempotency.Settings{
 			Logger:  logger,

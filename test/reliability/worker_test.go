@@ -29,6 +29,7 @@ import (
 	"github.com/ichido/ichido/internal/samtemplate"
 	"github.com/ichido/ichido/internal/taskfn"
 	"github.com/ichido/ichido/internal/tasks"
+	"github.com/ichido/ichido/internal/testkit/must"
 	"github.com/ichido/ichido/pkg/dbpool"
 	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
@@ -130,7 +131,7 @@ func wire(pool *pgxpool.Pool, w wiring) (map[string]localapi.Handler, error) {
 		w.logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
 	}
 	api := tasks.NewAPI(tasks.NewService(pool), &tasks.Options{Logger: w.logger})
-	store := pgstore.New(pool, nil)
+	store := must.Value(pgstore.New(pool, nil))
 	protect := func(h taskfn.Handler, block string) (taskfn.Handler, error) {
 		spied := func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 			if info, ok := idempotency.FromContext(ctx); ok && w.runs != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ichido/ichido/internal/testkit/must"
 	"github.com/ichido/ichido/internal/testkit/pgtest"
 	"github.com/ichido/ichido/pkg/dbpool"
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
@@ -122,7 +123,7 @@ func TestStoreConformanceThroughPgBouncer(t *testing.T) {
 		pool, err := dbpool.New(context.Background(), dbpool.Config{Auth: dbpool.AuthURL, URL: b.URL("postgres", server.Database)})
 		require.NoError(t, err)
 		t.Cleanup(pool.Close)
-		return pgstore.New(pool, &pgstore.Options{Schema: db.Schema})
+		return must.Value(pgstore.New(pool, &pgstore.Options{Schema: db.Schema}))
 	}
 	storetest.Run(t, storetest.Config{Parts: storetest.Contract, New: func(t *testing.T) idemstore.Store {
 		return storeVia(t, b)

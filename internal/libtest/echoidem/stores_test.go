@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ichido/ichido/internal/testkit/dynamotest"
+	"github.com/ichido/ichido/internal/testkit/must"
 	"github.com/ichido/ichido/internal/testkit/pgtest"
 	"github.com/ichido/ichido/internal/testkit/redistest"
 	"github.com/ichido/ichido/pkg/idempotency/dynamostore"
@@ -66,11 +67,11 @@ var stores = []store{
 	}},
 	{"postgres", func(*testing.T) func(*testing.T) idemstore.Store {
 		return func(t *testing.T) idemstore.Store {
-			return pgstore.New(pgtest.NewWith(t, migrate).Pool, nil)
+			return must.Value(pgstore.New(pgtest.NewWith(t, migrate).Pool, nil))
 		}
 	}},
 	{"redis", func(*testing.T) func(*testing.T) idemstore.Store {
-		return func(t *testing.T) idemstore.Store { return redisstore.New(redistest.NewClient(t), nil) }
+		return func(t *testing.T) idemstore.Store { return must.Value(redisstore.New(redistest.NewClient(t), nil)) }
 	}},
 	{"dynamodb", func(t *testing.T) func(*testing.T) idemstore.Store {
 		client := dynamotest.NewClient(t)

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ichido/ichido/internal/testkit/dynamotest"
+	"github.com/ichido/ichido/internal/testkit/must"
 	"github.com/ichido/ichido/internal/testkit/pgtest"
 	"github.com/ichido/ichido/internal/testkit/redistest"
 	"github.com/ichido/ichido/pkg/idempotency/dynamostore"
@@ -64,24 +65,24 @@ func backends() []backend {
 					_, err := pgstore.Migrate(ctx, pool, nil)
 					return err
 				})
-				return pgstore.New(db.Pool, nil)
+				return must.Value(pgstore.New(db.Pool, nil))
 			},
 			down: func(t *testing.T) idemstore.Store {
 				pool, err := pgxpool.New(context.Background(), fmt.Sprintf("postgres://postgres@%s/ichido?sslmode=disable&connect_timeout=5", closedAddr(t)))
 				require.NoError(t, err)
 				t.Cleanup(pool.Close)
-				return pgstore.New(pool, nil)
+				return must.Value(pgstore.New(pool, nil))
 			},
 		},
 		{
 			name: "redis",
 			store: func(t *testing.T) idemstore.Store {
-				return redisstore.New(redistest.NewClient(t), &redisstore.Options{KeyPrefix: "rpc-test-" + uuid.NewString() + ":"})
+				return must.Value(redisstore.New(redistest.NewClient(t), &redisstore.Options{KeyPrefix: "rpc-test-" + uuid.NewString() + ":"}))
 			},
 			down: func(t *testing.T) idemstore.Store {
 				c := redis.NewClient(&redis.Options{Addr: closedAddr(t), DialTimeout: time.Second, MaxRetries: -1})
 				t.Cleanup(func() { _ = c.Close() })
-				return redisstore.New(c, nil)
+				return must.Value(redisstore.New(c, nil))
 			},
 		},
 		{

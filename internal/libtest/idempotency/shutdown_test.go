@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ichido/ichido/internal/testkit/must"
 	"github.com/ichido/ichido/internal/testkit/pgtest"
 	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
@@ -122,7 +123,7 @@ func TestSIGTERMReleasesACutOffRun(t *testing.T) {
 
 	// Without the drain, this record would answer 409 until its lease ran
 	// out (Settings.Heartbeat, 30 seconds).
-	store := pgstore.New(db.Pool, nil)
+	store := must.Value(pgstore.New(db.Pool, nil))
 	userID, recordKey, err := idempotency.HTTPRecordID("", idempotency.KeyUUIDv4, "alice", key)
 	require.NoError(t, err)
 	rec, found, err := store.Get(context.Background(), userID, recordKey)

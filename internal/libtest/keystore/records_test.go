@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ichido/ichido/internal/testkit/dynamotest"
+	"github.com/ichido/ichido/internal/testkit/must"
 	"github.com/ichido/ichido/internal/testkit/pgtest"
 	"github.com/ichido/ichido/internal/testkit/redistest"
 	"github.com/ichido/ichido/pkg/idempotency"
@@ -41,7 +42,7 @@ func TestRecordCommands(t *testing.T) {
 				_, err := pgstore.Migrate(ctx, pool, nil)
 				return err
 			})
-			return pgstore.New(db.Pool, nil), func(name string) string {
+			return must.Value(pgstore.New(db.Pool, nil)), func(name string) string {
 				if name == "DATABASE_URL" {
 					return db.URL
 				}
@@ -51,7 +52,7 @@ func TestRecordCommands(t *testing.T) {
 		{"redis", func(t *testing.T) (idemstore.Store, func(string) string, []string) {
 			prefix := "keystore-test-" + uuid.NewString() + ":"
 			url := redistest.URL(t)
-			return redisstore.New(redistest.NewClient(t), &redisstore.Options{KeyPrefix: prefix}), func(name string) string {
+			return must.Value(redisstore.New(redistest.NewClient(t), &redisstore.Options{KeyPrefix: prefix})), func(name string) string {
 				return map[string]string{"IDEMPOTENCY_STORE": "redis", "REDIS_URL": url}[name]
 			}, []string{"-redis-prefix", prefix}
 		}},
@@ -224,7 +225,7 @@ func TestGetShowsWhoAndWhen(t *testing.T) {
 		_, err := pgstore.Migrate(ctx, pool, nil)
 		return err
 	})
-	store := pgstore.New(db.Pool, nil)
+	store := must.Value(pgstore.New(db.Pool, nil))
 	env := func(name string) string {
 		if name == "DATABASE_URL" {
 			return db.URL
@@ -374,7 +375,7 @@ func TestGetWithLogDigests(t *testing.T) {
 	var logs bytes.Buffer
 	h, err := idempotency.Wrap(func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 		return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusCreated, Body: `{}`}, nil
-	}, idempotency.Config{Store: pgstore.New(db.Pool, nil), Settings: idempotency.Settings{
+	}, idempotency.Config{Store: must.Value(pgstore.New(db.Pool, nil)), Settings: idempotency.Settings{
 		LogDigestSecret: []byte(secret), Logger: slog.New(slog.NewJSONHandler(&logs, nil)), Metrics: io.Discard}})
 	require.NoError(t, err)
 	sub, key := "auth0|"+uuid.NewString(), uuid.NewString()

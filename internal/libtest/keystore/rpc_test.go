@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ichido/ichido/internal/testkit/must"
 	"github.com/ichido/ichido/internal/testkit/pgtest"
 	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/grpcidem"
@@ -34,7 +35,7 @@ func TestGetFindsAnRPCRecordBySubject(t *testing.T) {
 	t.Cleanup(func() { pgtest.DropSchema(context.Background(), base, schema) })
 	_, err = pgstore.Migrate(ctx, db.Pool, &pgstore.MigrateOptions{Schema: schema, Cron: pgstore.CronOff})
 	require.NoError(t, err)
-	store := pgstore.New(db.Pool, &pgstore.Options{Schema: schema})
+	store := must.Value(pgstore.New(db.Pool, &pgstore.Options{Schema: schema}))
 
 	issuer, sub, tenant := "https://login.example.com/", "auth0|6543210fedcba", "acme"
 	key := uuid.NewString()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ichido/ichido/internal/testkit/must"
 	"github.com/ichido/ichido/internal/testkit/pgtest"
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
@@ -65,6 +66,6 @@ func TestPrintedSQLMakesTheStore(t *testing.T) {
 	require.NoError(t, err)
 
 	storetest.Run(t, storetest.Config{Parts: storetest.Contract, New: func(t *testing.T) idemstore.Store {
-		return pgstore.New(db.Pool, &pgstore.Options{Schema: db.Schema})
+		return must.Value(pgstore.New(db.Pool, &pgstore.Options{Schema: db.Schema}))
 	}})
 }

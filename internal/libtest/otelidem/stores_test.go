@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/ichido/ichido/internal/testkit/dynamotest"
+	"github.com/ichido/ichido/internal/testkit/must"
 	"github.com/ichido/ichido/internal/testkit/pgtest"
 	"github.com/ichido/ichido/internal/testkit/redistest"
 	"github.com/ichido/ichido/pkg/idempotency/dynamostore"
@@ -46,10 +47,10 @@ func backends() []backend {
 				_, err := pgstore.Migrate(ctx, pool, nil)
 				return err
 			})
-			return pgstore.New(db.Pool, nil)
+			return must.Value(pgstore.New(db.Pool, nil))
 		}},
 		{name: "redisstore", store: func(t *testing.T) idemstore.Store {
-			return redisstore.New(redistest.NewClient(t), &redisstore.Options{KeyPrefix: "otel-test-" + uuid.NewString() + ":"})
+			return must.Value(redisstore.New(redistest.NewClient(t), &redisstore.Options{KeyPrefix: "otel-test-" + uuid.NewString() + ":"}))
 		}},
 		{name: "dynamostore", store: func(t *testing.T) idemstore.Store {
 			client := dynamotest.NewClient(t)

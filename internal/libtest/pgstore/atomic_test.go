@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ichido/ichido/internal/testkit/capture"
+	"github.com/ichido/ichido/internal/testkit/must"
 	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
 )
@@ -28,8 +29,8 @@ func TestCompleteRunInTx(t *testing.T) {
 	db := newDB(t)
 	_, err := db.Pool.Exec(ctx, `CREATE TABLE work (key text PRIMARY KEY)`)
 	require.NoError(t, err)
-	st := pgstore.New(db.Pool, nil)
-	other := pgstore.New(db.Pool, nil)
+	st := must.Value(pgstore.New(db.Pool, nil))
+	other := must.Value(pgstore.New(db.Pool, nil))
 
 	runs := 0
 	handler := func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
@@ -109,7 +110,7 @@ func TestAtomicCompletionMismatchIsRefused(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := newDB(t)
-	st := pgstore.New(db.Pool, nil)
+	st := must.Value(pgstore.New(db.Pool, nil))
 
 	t.Run("Wrap", func(t *testing.T) {
 		t.Parallel()
@@ -191,7 +192,7 @@ func TestAtomicCompletionThenFailure(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := newDB(t)
-	st := pgstore.New(db.Pool, nil)
+	st := must.Value(pgstore.New(db.Pool, nil))
 
 	for _, commit := range []bool{true, false} {
 		t.Run(map[bool]string{true: "committed", false: "rolled back"}[commit], func(t *testing.T) {

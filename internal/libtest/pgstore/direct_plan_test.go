@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ichido/ichido/internal/testkit/must"
 	"github.com/ichido/ichido/internal/testkit/pgtest"
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
@@ -37,7 +38,7 @@ func TestPreparedClaimPlanAfterEmptyAnalyze(t *testing.T) {
 		c.MaxConns = 1
 		c.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheStatement
 	})
-	st := pgstore.New(conn, nil)
+	st := must.Value(pgstore.New(conn, nil))
 	var pid int
 	require.NoError(t, conn.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid))
 	now := time.Now()
@@ -132,7 +133,7 @@ func TestPreparedClaimPlannedPerSchema(t *testing.T) {
 	})
 	now := time.Now()
 	for _, schema := range []string{one.Schema, two.Schema} {
-		st := pgstore.New(conn, &pgstore.Options{Schema: schema})
+		st := must.Value(pgstore.New(conn, &pgstore.Options{Schema: schema}))
 		ref := idemstore.Ref{UserID: uuid.NewString(), Key: uuid.NewString(), Owner: "o"}
 		res, err := st.Claim(ctx, idemstore.Claim{Ref: ref, Fingerprint: "h", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)})
 		require.NoError(t, err)

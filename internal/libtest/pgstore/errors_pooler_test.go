@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ichido/ichido/internal/testkit/must"
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
 )
@@ -35,7 +36,7 @@ func TestPoolerStatementErrorsArePermanent(t *testing.T) {
 			c.MaxConns = 1
 			c.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheStatement
 		})
-		return pool, pgstore.New(pool, nil)
+		return pool, must.Value(pgstore.New(pool, nil))
 	}
 	claim := func(st *pgstore.Store) error {
 		now := time.Now()

@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ichido/ichido/internal/testkit/must"
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
 	"github.com/ichido/ichido/pkg/idempotency/storetest"
@@ -17,7 +18,7 @@ import (
 func TestFunctionBehaviour(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, storetest.Config{Parts: storetest.Function, New: func(t *testing.T) idemstore.Store {
-		return pgstore.New(newDB(t).Pool, nil)
+		return must.Value(pgstore.New(newDB(t).Pool, nil))
 	}})
 }
 
@@ -27,7 +28,7 @@ func storeAt(t *testing.T, url string) idemstore.Store {
 	pool, err := pgxpool.New(context.Background(), url)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	return pgstore.New(pool, nil)
+	return must.Value(pgstore.New(pool, nil))
 }
 
 // TestSQSBatchAcrossProcesses has 8 processes, each with its own pool,

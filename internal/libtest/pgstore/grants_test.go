@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ichido/ichido/internal/testkit/must"
 	"github.com/ichido/ichido/internal/testkit/pgtest"
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
@@ -46,7 +47,7 @@ func TestGrantsForACustomSchema(t *testing.T) {
 	require.NoError(t, err)
 	u.User = url.User(role)
 	appPool := newPool(t, u.String(), nil)
-	store := pgstore.New(appPool, &pgstore.Options{Schema: schema})
+	store := must.Value(pgstore.New(appPool, &pgstore.Options{Schema: schema}))
 
 	now := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
 	ref := idemstore.Ref{UserID: uuid.NewString(), Key: uuid.NewString(), Owner: "o"}

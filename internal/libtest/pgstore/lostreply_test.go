@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ichido/ichido/internal/testkit/must"
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
 	"github.com/ichido/ichido/pkg/idempotency/storetest"
@@ -21,6 +22,6 @@ func TestLostClaimReply(t *testing.T) {
 	require.NoError(t, err)
 	storetest.Run(t, storetest.Config{Parts: storetest.LostReply, Server: u.Host, Through: func(t *testing.T, addr string) idemstore.Store {
 		u.Host = addr
-		return pgstore.New(newPool(t, u.String(), nil), nil)
+		return must.Value(pgstore.New(newPool(t, u.String(), nil), nil))
 	}})
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ichido/ichido/internal/testkit/must"
 	"github.com/ichido/ichido/internal/testkit/pgtest"
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
@@ -46,7 +47,7 @@ func TestMigrateIntoChosenSchema(t *testing.T) {
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_tables WHERE schemaname = $1`, db.Schema).Scan(&tablesInPath))
 	require.Zero(t, tablesInPath, "nothing goes into the connection's own schema")
 
-	st := pgstore.New(db.Pool, &pgstore.Options{Schema: schema})
+	st := must.Value(pgstore.New(db.Pool, &pgstore.Options{Schema: schema}))
 	now := time.Now()
 	ref := idemstore.Ref{UserID: uuid.NewString(), Key: uuid.NewString(), Owner: "o"}
 	claim := idemstore.Claim{Ref: ref, Fingerprint: "h", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)}
@@ -130,7 +131,7 @@ func TestNoSequentialScanAfterEmptyAnalyze(t *testing.T) {
 		c.MaxConns = 1
 		c.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
 	})
-	onConn := pgstore.New(conn, nil)
+	onConn := must.Value(pgstore.New(conn, nil))
 	var pid int
 	require.NoError(t, conn.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid))
 	user := uuid.NewString()

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ichido/ichido/internal/testkit/must"
 	"github.com/ichido/ichido/internal/testkit/pgtest"
 	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
@@ -41,8 +42,8 @@ func TestPreparedStatementsBehindPoolerFailLoudly(t *testing.T) {
 	pool := newPool(t, b.URL("postgres", server.Database), func(c *pgxpool.Config) {
 		c.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheStatement
 	})
-	st := pgstore.New(pool, &pgstore.Options{Schema: db.Schema})
-	admin := pgstore.New(db.Pool, nil)
+	st := must.Value(pgstore.New(pool, &pgstore.Options{Schema: db.Schema}))
+	admin := must.Value(pgstore.New(db.Pool, nil))
 
 	now := time.Now()
 	user := uuid.NewString()

@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ichido/ichido/internal/testkit/must"
 	"github.com/ichido/ichido/internal/testkit/pgtest"
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
@@ -26,7 +27,7 @@ func TestServerGone(t *testing.T) {
 	err = migrateStore(ctx, pool)
 	require.NoError(t, err)
 
-	st := pgstore.New(pool, nil)
+	st := must.Value(pgstore.New(pool, nil))
 	now := time.Now()
 	ref := idemstore.Ref{UserID: uuid.NewString(), Key: uuid.NewString(), Owner: "o"}
 	claim := idemstore.Claim{Ref: ref, Fingerprint: "h", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)}
@@ -56,7 +57,7 @@ func TestServerGone(t *testing.T) {
 func TestPurgeOfStoreRecords(t *testing.T) {
 	t.Parallel()
 	db := newDB(t)
-	st := pgstore.New(db.Pool, nil)
+	st := must.Value(pgstore.New(db.Pool, nil))
 	ctx := context.Background()
 	// The purge compares with the server's clock, so these times are real.
 	now := time.Now()

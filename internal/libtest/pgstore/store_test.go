@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ichido/ichido/internal/testkit/must"
 	"github.com/ichido/ichido/internal/testkit/pgtest"
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
@@ -40,7 +41,7 @@ func newPool(t *testing.T, url string, configure func(*pgxpool.Config)) *pgxpool
 func newBrokenStore(t *testing.T) idemstore.Store {
 	port, err := pgtest.FreePort()
 	require.NoError(t, err)
-	return pgstore.New(newPool(t, fmt.Sprintf("postgres://postgres@127.0.0.1:%d/ichido?sslmode=disable&connect_timeout=5", port), nil), nil)
+	return must.Value(pgstore.New(newPool(t, fmt.Sprintf("postgres://postgres@127.0.0.1:%d/ichido?sslmode=disable&connect_timeout=5", port), nil), nil))
 }
 
 // newMisconfiguredStore returns a store that logs in as a role of its own
@@ -61,7 +62,7 @@ func newMisconfiguredStore(t *testing.T) idemstore.Store {
 	u, err := url.Parse(db.URL)
 	require.NoError(t, err)
 	u.User = url.User(role)
-	return pgstore.New(newPool(t, u.String(), nil), nil)
+	return must.Value(pgstore.New(newPool(t, u.String(), nil), nil))
 }
 
 // tooLargeBody is the body the conformance suite's stores refuse: their
@@ -71,7 +72,7 @@ const tooLargeBody = 2 << 20
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, storetest.Config{Parts: storetest.Contract, New: func(t *testing.T) idemstore.Store {
-		return pgstore.New(newDB(t).Pool, &pgstore.Options{MaxRecordBytes: tooLargeBody})
+		return must.Value(pgstore.New(newDB(t).Pool, &pgstore.Options{MaxRecordBytes: tooLargeBody}))
 	}, NewBrokenStore: newBrokenStore, NewMisconfiguredStore: newMisconfiguredStore, TooLargeBody: tooLargeBody})
 }
 
@@ -80,7 +81,7 @@ func TestConformance(t *testing.T) {
 func TestHTTPBehaviour(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, storetest.Config{Parts: storetest.HTTP, New: func(t *testing.T) idemstore.Store {
-		return pgstore.New(newDB(t).Pool, nil)
+		return must.Value(pgstore.New(newDB(t).Pool, nil))
 	}})
 }
 
@@ -95,9 +96,9 @@ func TestConformanceQueryExecModes(t *testing.T) {
 			t.Parallel()
 			db := newDB(t) // one schema for the mode: the suite's keys are random
 			storetest.Run(t, storetest.Config{Parts: storetest.Contract, New: func(t *testing.T) idemstore.Store {
-				return pgstore.New(newPool(t, db.URL, func(c *pgxpool.Config) {
+				return must.Value(pgstore.New(newPool(t, db.URL, func(c *pgxpool.Config) {
 					c.ConnConfig.DefaultQueryExecMode = mode
-				}), nil)
+				}), nil))
 			}})
 		})
 	}
@@ -127,7 +128,7 @@ func TestRoundTrips(t *testing.T) {
 	t.Parallel()
 	db := newDB(t)
 	counter := &statementCounter{}
-	st := pgstore.New(newPool(t, db.URL, func(c *pgxpool.Config) { c.ConnConfig.Tracer = counter }), nil)
+	st := must.Value(pgstore.New(newPool(t, db.URL, func(c *pgxpool.Config) { c.ConnConfig.Tracer = counter }), nil))
 	ctx := context.Background()
 	now := time.Now().Truncate(time.Millisecond)
 	ref := idemstore.Ref{UserID: uuid.NewString(), Key: uuid.NewString(), Owner: "first"}
@@ -160,7 +161,7 @@ func TestRoundTrips(t *testing.T) {
 func TestEnvelopeKeepsBodyAsString(t *testing.T) {
 	t.Parallel()
 	db := newDB(t)
-	st := pgstore.New(db.Pool, nil)
+	st := must.Value(pgstore.New(db.Pool, nil))
 	ctx := context.Background()
 	now := time.Now()
 	for _, tc := range []struct {
@@ -193,7 +194,7 @@ func TestEnvelopeKeepsBodyAsString(t *testing.T) {
 func TestTakeoverOfExpiredRows(t *testing.T) {
 	t.Parallel()
 	db := newDB(t)
-	st := pgstore.New(db.Pool, nil)
+	st := must.Value(pgstore.New(db.Pool, nil))
 	ctx := context.Background()
 	now := time.Now().Add(-time.Hour).Truncate(time.Millisecond).UTC() // in the past: see storetest
 	user := uuid.NewString()
@@ -254,7 +255,7 @@ func TestSchemaOption(t *testing.T) {
 	err = migrateStore(ctx, newPool(t, otherURL, nil))
 	require.NoError(t, err)
 
-	st := pgstore.New(db.Pool, &pgstore.Options{Schema: other})
+	st := must.Value(pgstore.New(db.Pool, &pgstore.Options{Schema: other}))
 	now := time.Now()
 	ref := idemstore.Ref{UserID: uuid.NewString(), Key: uuid.NewString(), Owner: "o"}
 	res, err := st.Claim(ctx, idemstore.Claim{Ref: ref, Fingerprint: "h", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)})
@@ -265,7 +266,7 @@ func TestSchemaOption(t *testing.T) {
 	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM "`+other+`".idempotency_keys WHERE status = 'completed') * 10 + (SELECT count(*) FROM idempotency_keys)`).Scan(&n))
 	require.Equal(t, 10, n, "the record is in the configured schema only")
 
-	missing := pgstore.New(db.Pool, &pgstore.Options{Schema: "no_such_schema"})
+	missing := must.Value(pgstore.New(db.Pool, &pgstore.Options{Schema: "no_such_schema"}))
 	_, err = missing.Claim(ctx, idemstore.Claim{Ref: ref, Fingerprint: "h", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)})
 	var se *idemstore.Error
 	require.ErrorAs(t, err, &se)

@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ichido/ichido/internal/testkit/must"
 	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
@@ -26,7 +27,7 @@ func TestCompleteInOpenTxIsNotLost(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := newDB(t)
-	st := pgstore.New(db.Pool, nil)
+	st := must.Value(pgstore.New(db.Pool, nil))
 	_, err := db.Pool.Exec(ctx, `CREATE TABLE orders (id uuid PRIMARY KEY, note text)`)
 	require.NoError(t, err)
 	const beat = 300 * time.Millisecond

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ichido/ichido/internal/testkit/must"
 	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/pgstore"
 )
@@ -29,7 +30,7 @@ func TestAtomicCompletionThroughWrap(t *testing.T) {
 	_, err := db.Pool.Exec(ctx, `CREATE TABLE work (key text PRIMARY KEY)`)
 	require.NoError(t, err)
 	counter := &statementCounter{}
-	st := pgstore.New(newPool(t, db.URL, func(c *pgxpool.Config) { c.ConnConfig.Tracer = counter }), nil)
+	st := must.Value(pgstore.New(newPool(t, db.URL, func(c *pgxpool.Config) { c.ConnConfig.Tracer = counter }), nil))
 
 	failCommit := false
 	runs := 0
@@ -105,7 +106,7 @@ func TestCompleteInTxKeepsTheRunAlive(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := newDB(t)
-	st := pgstore.New(db.Pool, nil)
+	st := must.Value(pgstore.New(db.Pool, nil))
 	const beat = 300 * time.Millisecond
 	var after error
 	handler := func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ichido/ichido/internal/testkit/must"
 	"github.com/ichido/ichido/internal/testkit/redistest"
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/redisstore"
@@ -97,7 +98,7 @@ func BenchmarkGet(b *testing.B) {
 // store's whole work for a replay.
 func BenchmarkClaimReplay(b *testing.B) {
 	onEachServerB(b, func(b *testing.B, c *redis.Client) {
-		st := redisstore.New(c, nil)
+		st := must.Value(redisstore.New(c, nil))
 		ctx := context.Background()
 		now := time.Now()
 		first := benchClaim(idemstore.Ref{UserID: uuid.NewString(), Key: uuid.NewString(), Owner: uuid.NewString()}, now)
@@ -126,7 +127,7 @@ func BenchmarkClaimReplay(b *testing.B) {
 // request.
 func BenchmarkClaimNew(b *testing.B) {
 	onEachServerB(b, func(b *testing.B, c *redis.Client) {
-		st := redisstore.New(c, nil)
+		st := must.Value(redisstore.New(c, nil))
 		ctx := context.Background()
 		user := uuid.NewString()
 		keys := make([]string, b.N) // the store takes UUIDs only
@@ -151,7 +152,7 @@ func BenchmarkClaimNew(b *testing.B) {
 // second half of a first request.
 func BenchmarkComplete(b *testing.B) {
 	onEachServerB(b, func(b *testing.B, c *redis.Client) {
-		st := redisstore.New(c, nil)
+		st := must.Value(redisstore.New(c, nil))
 		ctx := context.Background()
 		user := uuid.NewString()
 		now := time.Now()

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ichido/ichido/internal/testkit/must"
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/redisstore"
 )
@@ -41,7 +42,7 @@ func TestCompletionWritesOneFormat(t *testing.T) {
 			claims, completed := map[string]string{}, map[string]string{}
 			for _, srv := range servers {
 				client := srv.client(t)
-				st := redisstore.New(client, &redisstore.Options{KeyPrefix: prefix})
+				st := must.Value(redisstore.New(client, &redisstore.Options{KeyPrefix: prefix}))
 				res, err := st.Claim(ctx, c)
 				require.NoError(t, err)
 				require.True(t, res.Claimed, srv.name)

@@ -6,6 +6,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ichido/ichido/internal/testkit/must"
 	"github.com/ichido/ichido/internal/testkit/redistest"
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/redisstore"
@@ -18,7 +19,7 @@ func TestFunctionBehaviour(t *testing.T) {
 	t.Parallel()
 	onEachServer(t, func(t *testing.T, srv server) {
 		storetest.Run(t, storetest.Config{Parts: storetest.Function, New: func(t *testing.T) idemstore.Store {
-			return redisstore.New(srv.client(t), nil)
+			return must.Value(redisstore.New(srv.client(t), nil))
 		}})
 	})
 }
@@ -30,7 +31,7 @@ func storeAt(t *testing.T, url string) idemstore.Store {
 	require.NoError(t, err)
 	c := redis.NewClient(opts)
 	t.Cleanup(func() { _ = c.Close() })
-	return redisstore.New(c, nil)
+	return must.Value(redisstore.New(c, nil))
 }
 
 // TestSQSBatchAcrossProcesses has 8 processes, each with its own client,

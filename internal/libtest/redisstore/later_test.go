@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ichido/ichido/internal/testkit/must"
 	"github.com/ichido/ichido/internal/testkit/redistest"
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/redisstore"
@@ -25,7 +26,7 @@ func TestRecordOfALaterFormatIsATransientFailure(t *testing.T) {
 	ctx := context.Background()
 	client := redistest.NewClient(t)
 	prefix := "later-" + uuid.NewString()[:8] + ":"
-	st := redisstore.New(client, &redisstore.Options{KeyPrefix: prefix})
+	st := must.Value(redisstore.New(client, &redisstore.Options{KeyPrefix: prefix}))
 	ref := idemstore.Ref{UserID: uuid.NewString(), Key: uuid.NewString(), Owner: "o"}
 	value := "\x03c" + strings.Repeat("\x00", 60) // version 3
 	redisKey := prefix + "{" + ref.UserID + ":" + ref.Key + "}"

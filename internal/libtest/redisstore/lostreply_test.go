@@ -6,6 +6,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ichido/ichido/internal/testkit/must"
 	"github.com/ichido/ichido/internal/testkit/redistest"
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/redisstore"
@@ -18,7 +19,7 @@ func TestHTTPBehaviour(t *testing.T) {
 	t.Parallel()
 	onEachServer(t, func(t *testing.T, srv server) {
 		storetest.Run(t, storetest.Config{Parts: storetest.HTTP, New: func(t *testing.T) idemstore.Store {
-			return redisstore.New(srv.client(t), nil)
+			return must.Value(redisstore.New(srv.client(t), nil))
 		}})
 	})
 }
@@ -33,6 +34,6 @@ func TestLostClaimReply(t *testing.T) {
 	storetest.Run(t, storetest.Config{Parts: storetest.LostReply, Server: srv.Addr, Through: func(t *testing.T, addr string) idemstore.Store {
 		c := redis.NewClient(&redis.Options{Addr: addr, DialTimeout: time.Second, MaxRetries: -1})
 		t.Cleanup(func() { _ = c.Close() })
-		return redisstore.New(c, nil)
+		return must.Value(redisstore.New(c, nil))
 	}})
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ichido/ichido/internal/testkit/must"
 	"github.com/ichido/ichido/internal/testkit/redistest"
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/redisstore"
@@ -23,7 +24,7 @@ func TestMalformedVersionTwoIsNotARecord(t *testing.T) {
 	ctx := context.Background()
 	client := redistest.NewClient(t)
 	prefix := "malformed-" + uuid.NewString()[:8] + ":"
-	st := redisstore.New(client, &redisstore.Options{KeyPrefix: prefix})
+	st := must.Value(redisstore.New(client, &redisstore.Options{KeyPrefix: prefix}))
 	now := time.Now()
 	for _, caller := range []string{"o", "someone else"} {
 		ref := idemstore.Ref{UserID: uuid.NewString(), Key: uuid.NewString(), Owner: "o"}

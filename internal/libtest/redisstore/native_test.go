@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ichido/ichido/internal/testkit/must"
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/redisstore"
 )
@@ -88,7 +89,7 @@ func TestNativeCompletionOfALostLease(t *testing.T) {
 	st, hook, other := valkeyHooked(t)
 	ctx := context.Background()
 	old, next := abandoned(t, st)
-	res, err := redisstore.New(other, nil).Claim(ctx, next)
+	res, err := must.Value(redisstore.New(other, nil)).Claim(ctx, next)
 	require.NoError(t, err)
 	require.True(t, res.Claimed, "another process took the record over")
 	key := st.Key(old.UserID, old.Key)
@@ -113,7 +114,7 @@ func TestNativeCompletionOfAChangedRecord(t *testing.T) {
 	c := claimAt(newRef(), now, time.Minute, time.Hour)
 	_, err := st.Claim(ctx, c)
 	require.NoError(t, err)
-	require.NoError(t, redisstore.New(other, nil).Renew(ctx, idemstore.Renewal{Ref: c.Ref, Now: now, LeaseUntil: now.Add(2 * time.Minute)}))
+	require.NoError(t, must.Value(redisstore.New(other, nil)).Renew(ctx, idemstore.Renewal{Ref: c.Ref, Now: now, LeaseUntil: now.Add(2 * time.Minute)}))
 	hook.take()
 
 	done := completion(c.Ref, now)

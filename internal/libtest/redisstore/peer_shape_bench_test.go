@@ -17,6 +17,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ichido/ichido/internal/testkit/must"
 	"github.com/ichido/ichido/internal/testkit/peers"
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/redisstore"
@@ -128,7 +129,7 @@ func BenchmarkPeerShapeNewStore(b *testing.B) {
 	ichido, fresh, peer := newIchidoFirst(b, c.Client), newIchidoFirst(b, c.Client), newPeerFirst(b, c.Client)
 	d := interleave(b, []interleavedSide{
 		{"ichido", func(i int) { ichido.claim(b, i); ichido.complete(b, i) }},
-		{"newstore", func(i int) { fresh.st = redisstore.New(c, nil); fresh.claim(b, i); fresh.complete(b, i) }},
+		{"newstore", func(i int) { fresh.st = must.Value(redisstore.New(c, nil)); fresh.claim(b, i); fresh.complete(b, i) }},
 		{"peer", func(i int) { peer.reserve(b, i); peer.complete(b, i) }},
 	})
 	b.ReportMetric(float64(median(d[0]))/float64(median(d[2])), "ichido/peer-p50")
@@ -309,7 +310,7 @@ func completionArgs(b *testing.B, c *redis.Client) []any {
 		}
 	}
 	hooked.AddHook(hook)
-	st := redisstore.New(hooked, nil)
+	st := must.Value(redisstore.New(hooked, nil))
 	claim := benchClaim(idemstore.Ref{UserID: uuid.NewString(), Key: uuid.NewString(), Owner: uuid.NewString()}, time.Now())
 	ctx := context.Background()
 	if _, err := st.Claim(ctx, claim); err != nil {
@@ -531,7 +532,7 @@ type ichidoFirst struct {
 
 func newIchidoFirst(b *testing.B, c *redis.Client) *ichidoFirst {
 	b.Helper()
-	f := &ichidoFirst{st: redisstore.New(c, nil)}
+	f := &ichidoFirst{st: must.Value(redisstore.New(c, nil))}
 	user, now := uuid.NewString(), time.Now()
 	f.claims = make([]idemstore.Claim, b.N+1)
 	for i := range f.claims {

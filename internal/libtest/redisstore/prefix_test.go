@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ichido/ichido/internal/testkit/must"
 	"github.com/ichido/ichido/internal/testkit/redistest"
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/redisstore"
@@ -37,7 +38,7 @@ func TestPrefixIsABoundary(t *testing.T) {
 	}
 	var tenants []tenant
 	for _, prefix := range prefixes {
-		tn := tenant{prefix, redisstore.New(client, &redisstore.Options{KeyPrefix: prefix}), newRef()}
+		tn := tenant{prefix, must.Value(redisstore.New(client, &redisstore.Options{KeyPrefix: prefix})), newRef()}
 		_, err := tn.st.Claim(ctx, claimAt(tn.ref, now, time.Minute, time.Hour))
 		require.NoError(t, err)
 		tenants = append(tenants, tn)
@@ -75,7 +76,7 @@ func TestPrefixIsABoundary(t *testing.T) {
 func TestIDsMustBeUUIDs(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st := redisstore.New(redistest.NewClient(t), nil)
+	st := must.Value(redisstore.New(redistest.NewClient(t), nil))
 	good := uuid.NewString()
 	for name, ref := range map[string]idemstore.Ref{
 		"user with a brace":  {UserID: "eu}", Key: good, Owner: "o"},

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ichido/ichido/internal/testkit/must"
 	"github.com/ichido/ichido/internal/testkit/redistest"
 	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/redisstore"
@@ -33,7 +34,7 @@ func TestFunctionRecordsSpreadOverShards(t *testing.T) {
 		runs.Add(1)
 		return "done " + id, nil
 	}, idempotency.FunctionConfig[string]{
-		Store: redisstore.New(cluster, nil),
+		Store: must.Value(redisstore.New(cluster, nil)),
 		Name:  "spread",
 		Key:   func(_ context.Context, id string) (string, error) { return id, nil },
 		Settings: idempotency.Settings{

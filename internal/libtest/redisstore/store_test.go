@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ichido/ichido/internal/testkit/must"
 	"github.com/ichido/ichido/internal/testkit/pgtest"
 	"github.com/ichido/ichido/internal/testkit/redistest"
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
@@ -41,7 +42,7 @@ func newBrokenStore(t *testing.T) idemstore.Store {
 	require.NoError(t, err)
 	c := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", port), DialTimeout: time.Second, MaxRetries: -1})
 	t.Cleanup(func() { _ = c.Close() })
-	return redisstore.New(c, nil)
+	return must.Value(redisstore.New(c, nil))
 }
 
 // newMisconfiguredStore returns a store that logs in as an ACL user of its
@@ -57,7 +58,7 @@ func newMisconfiguredStore(t *testing.T) idemstore.Store {
 	opts.Username, opts.Password = user, "secret"
 	c := redis.NewClient(&opts)
 	t.Cleanup(func() { _ = c.Close() })
-	return redisstore.New(c, nil)
+	return must.Value(redisstore.New(c, nil))
 }
 
 // tooLargeBody is the body the conformance suite's stores refuse: their
@@ -116,10 +117,10 @@ func TestConformance(t *testing.T) {
 	t.Parallel()
 	onEachServer(t, func(t *testing.T, srv server) {
 		storetest.Run(t, storetest.Config{Parts: storetest.Contract, New: func(t *testing.T) idemstore.Store {
-			return redisstore.New(srv.client(t), &redisstore.Options{MaxRecordBytes: tooLargeBody})
+			return must.Value(redisstore.New(srv.client(t), &redisstore.Options{MaxRecordBytes: tooLargeBody}))
 		}, NewBrokenStore: newBrokenStore, NewMisconfiguredStore: newMisconfiguredStore, TooLargeBody: tooLargeBody,
 			NewWithPrefix: func(t *testing.T, prefix string) idemstore.Store {
-				return redisstore.New(srv.client(t), &redisstore.Options{KeyPrefix: prefix})
+				return must.Value(redisstore.New(srv.client(t), &redisstore.Options{KeyPrefix: prefix}))
 			}})
 	})
 }
@@ -133,7 +134,7 @@ func TestConformanceFromEnv(t *testing.T) {
 		c, err := redisstore.ClientFromEnv(func(string) string { return url })
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = c.Close() })
-		return redisstore.New(c, &redisstore.Options{KeyPrefix: "env-test:"})
+		return must.Value(redisstore.New(c, &redisstore.Options{KeyPrefix: "env-test:"}))
 	}})
 }
 
@@ -159,7 +160,7 @@ func TestStoppedServer(t *testing.T) {
 	srv := redistest.StartT(t)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr, DialTimeout: time.Second, MaxRetries: -1})
 	t.Cleanup(func() { _ = c.Close() })
-	st := redisstore.New(c, nil)
+	st := must.Value(redisstore.New(c, nil))
 	ctx := context.Background()
 	claim := claimAt(newRef(), time.Now(), 30*time.Second, time.Hour)
 	res, err := st.Claim(ctx, claim)
@@ -180,7 +181,7 @@ func TestDeadlineIsStoreError(t *testing.T) {
 	c, err := redisstore.ClientFromEnv(func(string) string { return redistest.URL(t) })
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
-	st := redisstore.New(c, nil)
+	st := must.Value(redisstore.New(c, nil))
 	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
 	defer cancel()
 	_, err = st.Claim(ctx, claimAt(newRef(), time.Now(), time.Second, time.Hour))
@@ -195,7 +196,7 @@ func TestDeadlineIsStoreError(t *testing.T) {
 func TestKeyExpiry(t *testing.T) {
 	t.Parallel()
 	client := redistest.NewClient(t)
-	st := redisstore.New(client, nil)
+	st := must.Value(redisstore.New(client, nil))
 	ctx := context.Background()
 
 	// requirePTTL checks that the key expires at want, give or take the
@@ -242,7 +243,7 @@ func TestKeyExpiry(t *testing.T) {
 func TestKeyLivesForItsTTL(t *testing.T) {
 	t.Parallel()
 	client := redistest.NewClient(t)
-	st := redisstore.New(client, nil)
+	st := must.Value(redisstore.New(client, nil))
 	ctx := context.Background()
 	for name, now := range map[string]time.Time{
 		"behind": time.Date(2001, 2, 3, 4, 5, 6, 0, time.UTC),
@@ -266,11 +267,11 @@ func TestRecordLayout(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2100, 1, 1, 0, 0, 0, 123456789, time.UTC)
 
-	def := redisstore.New(client, nil)
+	def := must.Value(redisstore.New(client, nil))
 	ref := newRef()
 	require.Equal(t, "ichido:idem:{"+ref.UserID+":"+ref.Key+"}", def.Key(ref.UserID, ref.Key))
 
-	st := redisstore.New(client, &redisstore.Options{KeyPrefix: "layout:"})
+	st := must.Value(redisstore.New(client, &redisstore.Options{KeyPrefix: "layout:"}))
 	key := st.Key(ref.UserID, ref.Key)
 	require.Equal(t, "layout:{"+ref.UserID+":"+ref.Key+"}", key)
 	c := claimAt(ref, now, time.Minute, time.Hour)
@@ -305,7 +306,7 @@ func TestRecordLayout(t *testing.T) {
 // store would alter.
 func TestReplayByteForByte(t *testing.T) {
 	t.Parallel()
-	st := redisstore.New(redistest.NewClient(t), nil)
+	st := must.Value(redisstore.New(redistest.NewClient(t), nil))
 	ctx := context.Background()
 	now := time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
 	for name, resp := range map[string]idemstore.Response{
@@ -349,7 +350,7 @@ func TestScriptsReloaded(t *testing.T) {
 	srv := redistest.StartT(t)
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	t.Cleanup(func() { _ = client.Close() })
-	st := redisstore.New(client, nil)
+	st := must.Value(redisstore.New(client, nil))
 	ctx := context.Background()
 	now := time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
 
@@ -373,7 +374,7 @@ func TestScriptsReloaded(t *testing.T) {
 func TestForeignValueIsStoreError(t *testing.T) {
 	t.Parallel()
 	client := redistest.NewClient(t)
-	st := redisstore.New(client, nil)
+	st := must.Value(redisstore.New(client, nil))
 	ctx := context.Background()
 	for name, write := range map[string]func(key string) error{
 		"string": func(key string) error { return client.Set(ctx, key, "not a record", time.Minute).Err() },
@@ -419,7 +420,7 @@ func TestCluster(t *testing.T) {
 		return err == nil && strings.Contains(info, "cluster_state:ok")
 	}, 30*time.Second, 50*time.Millisecond, "the one-node cluster never became ok")
 
-	st := redisstore.New(node, nil)
+	st := must.Value(redisstore.New(node, nil))
 	user := uuid.NewString()
 	seen := map[int64]bool{}
 	for range 20 {
@@ -436,7 +437,7 @@ func TestCluster(t *testing.T) {
 	storetest.Run(t, storetest.Config{Parts: storetest.Contract, New: func(t *testing.T) idemstore.Store {
 		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{srv.Addr}})
 		t.Cleanup(func() { _ = c.Close() })
-		return redisstore.New(c, nil)
+		return must.Value(redisstore.New(c, nil))
 	}})
 }
 

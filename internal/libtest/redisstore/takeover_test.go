@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ichido/ichido/internal/testkit/must"
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/redisstore"
 )
@@ -66,7 +67,7 @@ func hookedStore(t *testing.T, srv server) (st *redisstore.Store, hook *commandH
 	// A first command dials, so that what follows counts only the store's.
 	require.NoError(t, c.Ping(context.Background()).Err())
 	hook.take()
-	return redisstore.New(c, nil), hook, other
+	return must.Value(redisstore.New(c, nil)), hook, other
 }
 
 // TestHotPathIsOneCommand: the claim of a new key, a replay and a
@@ -210,7 +211,7 @@ func TestTakeoverRaced(t *testing.T) {
 	rival := next
 	rival.Ref = withOwner(old.Ref)
 	afterFirst(hook, "set", func() {
-		res, err := redisstore.New(other, nil).Claim(ctx, rival)
+		res, err := must.Value(redisstore.New(other, nil)).Claim(ctx, rival)
 		require.NoError(t, err)
 		require.True(t, res.Claimed)
 	})

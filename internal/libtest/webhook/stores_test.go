@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/ichido/ichido/internal/testkit/dynamotest"
+	kit "github.com/ichido/ichido/internal/testkit/must"
 	"github.com/ichido/ichido/internal/testkit/pgtest"
 	"github.com/ichido/ichido/internal/testkit/redistest"
 	"github.com/ichido/ichido/pkg/idempotency/dynamostore"
@@ -45,10 +46,10 @@ var backends = []struct {
 			_, err := pgstore.Migrate(ctx, pool, nil)
 			return err
 		})
-		return pgstore.New(db.Pool, nil)
+		return kit.Value(pgstore.New(db.Pool, nil))
 	}},
 	{"redis", func(t *testing.T) adminStore {
-		return redisstore.New(redistest.NewClient(t), &redisstore.Options{KeyPrefix: "webhook-" + uuid.NewString() + ":"})
+		return kit.Value(redisstore.New(redistest.NewClient(t), &redisstore.Options{KeyPrefix: "webhook-" + uuid.NewString() + ":"}))
 	}},
 	{"dynamodb", func(t *testing.T) adminStore {
 		client := dynamotest.NewClient(t)

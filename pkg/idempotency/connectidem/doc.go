@@ -4,8 +4,12 @@
 // unary call, and every retry of the same call with the same key gets the
 // first response back instead of running the procedure again.
 //
+//	store, err := pgstore.New(pool, nil)
+//	if err != nil {
+//		return err
+//	}
 //	idem, err := connectidem.NewInterceptor(connectidem.Config{
-//		Store:  pgstore.New(pool, nil),
+//		Store:   store,
 //		Subject: func(ctx context.Context) (string, error) {
 //			return auth.Subject(ctx) // what your authentication middleware verified
 //		},

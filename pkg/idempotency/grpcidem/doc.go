@@ -3,8 +3,12 @@
 // every retry of the same call with the same key gets the first response
 // back instead of running the method again.
 //
+//	store, err := pgstore.New(pool, nil)
+//	if err != nil {
+//		return err
+//	}
 //	idem, err := grpcidem.UnaryServerInterceptor(grpcidem.Config{
-//		Store:  pgstore.New(pool, nil),
+//		Store:   store,
 //		Subject: func(ctx context.Context) (string, error) {
 //			return auth.Subject(ctx) // what your authentication interceptor verified
 //		},

@@ -57,7 +57,10 @@ func ExampleNew() {
 		log.Fatal(err)
 	}
 
-	store := pgstore.New(pool, &pgstore.Options{Schema: "example_tasks"})
+	store, err := pgstore.New(pool, &pgstore.Options{Schema: "example_tasks"})
+	if err != nil {
+		log.Fatal(err)
+	}
 	handler, err := idempotency.Wrap(createTask, idempotency.Config{Store: store, Settings: idempotency.Settings{Logger: slog.New(slog.DiscardHandler), Metrics: io.Discard}})
 	if err != nil {
 		log.Fatal(err)
@@ -98,7 +101,10 @@ func ExampleMigrate() {
 		log.Fatal(err)
 	}
 	fmt.Println(res.Schema, len(again.Applied))
-	store := pgstore.New(pool, &pgstore.Options{Schema: res.Schema})
+	store, err := pgstore.New(pool, &pgstore.Options{Schema: res.Schema})
+	if err != nil {
+		log.Fatal(err)
+	}
 	if _, err := idempotency.Wrap(createTask, idempotency.Config{Store: store}); err != nil {
 		log.Fatal(err)
 	}

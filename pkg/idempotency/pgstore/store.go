@@ -115,8 +115,12 @@ var _ idemstore.Store = (*Store)(nil)
 // configuration (query exec mode, connection limits, authentication) is
 // left as it is; its query exec mode chooses the store's path (see the
 // package documentation): QueryExecModeCacheStatement, pgx's default, is
-// for a direct connection only, and behind a pooler every call fails.
-func New(pool *pgxpool.Pool, opts *Options) *Store {
+// for a direct connection only, and behind a pooler every call fails. It
+// fails only when pool is nil.
+func New(pool *pgxpool.Pool, opts *Options) (*Store, error) {
+	if pool == nil {
+		return nil, errors.New("pgstore: the pool is nil")
+	}
 	qualify := func(name string) string { return pgx.Identifier{name}.Sanitize() }
 	if opts != nil && opts.Schema != "" {
 		qualify = func(name string) string { return pgx.Identifier{opts.Schema, name}.Sanitize() }
@@ -126,10 +130,10 @@ func New(pool *pgxpool.Pool, opts *Options) *Store {
 		maxRecord = opts.MaxRecordBytes
 	}
 	st := &Store{db: pool, sql: newStatements(qualify), maxRecord: maxRecord}
-	if pool != nil && pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement {
+	if pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement {
 		st.db = directPool{Pool: pool, claim: st.sql.claimDirect}
 	}
-	return st
+	return st, nil
 }
 
 // directPool is the Store's pool when it prepares statements (pgx's

@@ -17,9 +17,10 @@ import (
 func TestCompleteInTx(t *testing.T) {
 	t.Parallel()
 	db := testDB(t)
-	st := pgstore.New(db, nil)
+	st, err := pgstore.New(db, nil)
+	require.NoError(t, err)
 	ctx := context.Background()
-	_, err := db.Exec(ctx, `CREATE TABLE work (key text PRIMARY KEY)`)
+	_, err = db.Exec(ctx, `CREATE TABLE work (key text PRIMARY KEY)`)
 	require.NoError(t, err)
 	now := time.Now().Add(-time.Hour).Truncate(time.Millisecond) // a lease can run out by both clocks
 	resp := idemstore.Response{StatusCode: 201, Body: `{"done":true}`}

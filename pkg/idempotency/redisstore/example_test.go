@@ -23,7 +23,10 @@ func ExampleNew() {
 		log.Fatal(err)
 	}
 	defer client.Close()
-	store := redisstore.New(client, nil)
+	store, err := redisstore.New(client, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
 
 	createTask := func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 		return events.APIGatewayV2HTTPResponse{StatusCode: 201, Body: `{"id":"1"}`}, nil

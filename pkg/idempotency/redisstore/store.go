@@ -176,7 +176,11 @@ var _ idemstore.Store = (*Store)(nil)
 // *redis.Client for a single endpoint (ElastiCache Serverless, the primary
 // endpoint of a replication group), or a *redis.ClusterClient. The client's
 // settings are left as they are; ClientFromEnv builds one suited to Lambda.
-func New(client redis.UniversalClient, opts *Options) *Store {
+// It fails only when client is nil.
+func New(client redis.UniversalClient, opts *Options) (*Store, error) {
+	if client == nil {
+		return nil, errors.New("redisstore: the client is nil")
+	}
 	prefix := DefaultKeyPrefix
 	if opts != nil && opts.KeyPrefix != "" {
 		prefix = opts.KeyPrefix
@@ -185,7 +189,7 @@ func New(client redis.UniversalClient, opts *Options) *Store {
 	if opts != nil && opts.MaxRecordBytes > 0 {
 		maxRecord = opts.MaxRecordBytes
 	}
-	return &Store{client: client, prefix: prefix, maxRecord: maxRecord}
+	return &Store{client: client, prefix: prefix, maxRecord: maxRecord}, nil
 }
 
 // Key returns the Redis key of the record of user's idempotency key. Its

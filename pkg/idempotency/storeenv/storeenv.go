@@ -187,13 +187,21 @@ func Open(ctx context.Context, getenv func(string) string, opts *Options) (idems
 		if err != nil {
 			return nil, nil, fmt.Errorf("%w: %w", ErrEnv, err)
 		}
-		return redisstore.New(client, opts.Redis), closeOnce(func() { _ = client.Close() }), nil
+		store, err := redisstore.New(client, opts.Redis)
+		if err != nil {
+			return nil, nil, fmt.Errorf("storeenv: %w", err)
+		}
+		return store, closeOnce(func() { _ = client.Close() }), nil
 	case DynamoDB:
 		return openDynamoDB(ctx, getenv, opts.DynamoDB)
 	}
 	pgOpts := postgresOptions(getenv, opts.Postgres)
 	if opts.Pool != nil {
-		return pgstore.New(opts.Pool, pgOpts), func() {}, nil
+		store, err := pgstore.New(opts.Pool, pgOpts)
+		if err != nil {
+			return nil, nil, fmt.Errorf("storeenv: %w", err)
+		}
+		return store, func() {}, nil
 	}
 	cfg, err := dbpool.ConfigFromEnv(getenv)
 	if err != nil {
@@ -203,7 +211,12 @@ func Open(ctx context.Context, getenv func(string) string, opts *Options) (idems
 	if err != nil {
 		return nil, nil, fmt.Errorf("storeenv: %w", err)
 	}
-	return pgstore.New(pool, pgOpts), closeOnce(pool.Close), nil
+	store, err := pgstore.New(pool, pgOpts)
+	if err != nil {
+		pool.Close()
+		return nil, nil, fmt.Errorf("storeenv: %w", err)
+	}
+	return store, closeOnce(pool.Close), nil
 }
 
 func closeOnce(f func()) func() {

@@ -54,9 +54,13 @@ func run() error {
 	}
 	defer pool.Close()
 
+	store, err := pgstore.New(pool, nil)
+	if err != nil {
+		return err
+	}
 	drain := &idempotency.Drain{}
 	protect, err := idempotency.Middleware(idempotency.Config{
-		Store: pgstore.New(pool, nil),
+		Store: store,
 		// A test's stand-in for an authentication middleware.
 		Subject: func(_ context.Context, r idempotency.Request) (string, error) {
 			if v := r.Header("X-User"); len(v) == 1 {

@@ -51,7 +51,10 @@ func main() {
 	}
 	fmt.Printf("key store in schema %s, %d migrations applied\n", res.Schema, len(res.Applied))
 
-	store := pgstore.New(pool, &pgstore.Options{Schema: res.Schema})
+	store, err := pgstore.New(pool, &pgstore.Options{Schema: res.Schema})
+	if err != nil {
+		log.Fatal(err)
+	}
 	handler, err := idempotency.Wrap(createOrder, idempotency.Config{Store: store, Subject: orderUser})
 	if err != nil {
 		log.Fatal(err)

@@ -28,8 +28,12 @@ func main() {
 			c.Set("user", "alice")
 		}
 	})
+	store, err := redisstore.New(client, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
 	mw, err := ginidem.Middleware(idempotency.Config{
-		Store:   redisstore.New(client, nil),
+		Store:   store,
 		Subject: ginidem.SubjectFromKey("user"),
 	})
 	if err != nil {

@@ -63,8 +63,12 @@ func main() {
 	tp := sdktrace.NewTracerProvider()
 	defer func() { _ = tp.Shutdown(ctx) }()
 
+	store, err := pgstore.New(pool, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
 	idem, err := grpcidem.UnaryServerInterceptor(grpcidem.Config{
-		Store: pgstore.New(pool, nil),
+		Store: store,
 		Subject: func(ctx context.Context) (string, error) {
 			user, _ := ctx.Value(userKey{}).(string)
 			return user, nil

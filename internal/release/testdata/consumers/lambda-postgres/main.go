@@ -34,7 +34,11 @@ func run(ctx context.Context) error {
 		return err
 	}
 	defer pool.Close()
-	handler, err := idempotency.Wrap(createOrder, idempotency.Config{Store: pgstore.New(pool, nil)})
+	store, err := pgstore.New(pool, nil)
+	if err != nil {
+		return err
+	}
+	handler, err := idempotency.Wrap(createOrder, idempotency.Config{Store: store})
 	if err != nil {
 		return err
 	}
