@@ -101,6 +101,7 @@ func TestFunctionPackage(t *testing.T) {
 		"UpdateTaskFunction": "./functions/update-task",
 		"DeleteTaskFunction": "./functions/delete-task",
 		"MigrateFunction":    "./functions/migrate",
+		"PurgeCheckFunction": "./functions/purge-check",
 	} {
 		require.Equal(t, pkg, lambdarie.FunctionPackage(id))
 	}

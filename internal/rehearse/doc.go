@@ -21,8 +21,10 @@
 //     checks that the data stayed;
 //  5. shows the setup's proof that pg_cron runs the migrate user's jobs
 //     (on 16 a runner in the test runs the stand-in's jobs as background
-//     workers would), runs the purge jobs once, as pg_cron runs them (the
-//     job's own user, command and database), and checks the privilege rule;
+//     workers would, on their schedules, so the first setup waits for its
+//     probe), runs the purge jobs once, as pg_cron runs them (the job's own
+//     user, command and database), runs PurgeCheckFunction's bootstrap as
+//     the check user, and checks the privilege rule;
 //  6. rehearses rollbacks with MigrateFunction built with one more
 //     migration (go build -overlay): one that fails (FAILED, then the
 //     rollback's Update with this code answers SUCCESS, nothing applied),
