@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/ichido/ichido/internal/libtest/storekit"
 	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/connectidem"
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
@@ -230,10 +231,10 @@ func requireRefusal(t *testing.T, r reply, code connect.Code, reason string, ret
 // serves, on each store: memstore, PostgreSQL, Redis and DynamoDB.
 func TestBehaviour(t *testing.T) {
 	t.Parallel()
-	for _, b := range backends() {
-		t.Run(b.name, func(t *testing.T) {
+	for _, b := range storekit.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
-			store := b.store(t)
+			store := b.New(t)
 			type testCase struct {
 				name string
 				run  func(t *testing.T, p protocol)
@@ -243,14 +244,14 @@ func TestBehaviour(t *testing.T) {
 				{"KeyReusedWithAnotherRequest", func(t *testing.T, p protocol) { keyReused(t, p, store) }},
 				{"InFlight", func(t *testing.T, p protocol) { inFlight(t, p, store) }},
 				{"InFlightWaitForResult", func(t *testing.T, p protocol) { inFlightWait(t, p, store) }},
-				{"StoreDown", func(t *testing.T, p protocol) { storeDown(t, p, b.down(t)) }},
+				{"StoreDown", func(t *testing.T, p protocol) { storeDown(t, p, b.Down(t)) }},
 				{"LostClaimReply", func(t *testing.T, p protocol) { lostClaimReply(t, p, store) }},
 				{"HandlerErrorReleased", func(t *testing.T, p protocol) { handlerErrorReleased(t, p, store) }},
 				{"HandlerErrorStored", func(t *testing.T, p protocol) { handlerErrorStored(t, p, store) }},
 				{"DeadlineIsTheLease", func(t *testing.T, p protocol) { deadlineIsTheLease(t, p, store) }},
 			}
-			if b.misconfigured != nil {
-				cases = append(cases, testCase{"StoreMisconfigured", func(t *testing.T, p protocol) { storeMisconfigured(t, p, b.misconfigured(t)) }})
+			if b.Misconfigured != nil {
+				cases = append(cases, testCase{"StoreMisconfigured", func(t *testing.T, p protocol) { storeMisconfigured(t, p, b.Misconfigured(t)) }})
 			}
 			for _, p := range protocols {
 				t.Run(p.name, func(t *testing.T) {
@@ -398,13 +399,13 @@ func storeMisconfigured(t *testing.T, p protocol, store idemstore.Store) {
 // the same call (the engine claims again with its owner token): the
 // handler runs once and the repeat replays.
 func lostClaimReply(t *testing.T, p protocol, store idemstore.Store) {
-	lossy := &lostReplyStore{Store: store}
+	lossy := &storekit.LostReplyStore{Store: store}
 	h := serve(t, p, connectidem.Config{Store: lossy}, nil)
 	user, key := uuid.NewString(), uuid.NewString()
-	lossy.armed.Store(true)
+	lossy.Armed.Store(true)
 	first := h.create(user, "a", key)
 	require.NoError(t, first.err)
-	require.Equal(t, int32(1), lossy.cuts.Load(), "the claim's reply was lost")
+	require.Equal(t, int32(1), lossy.Cuts.Load(), "the claim's reply was lost")
 
 	again := h.create(user, "a", key)
 	require.NoError(t, again.err)

@@ -28,6 +28,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/ichido/ichido/internal/libtest/storekit"
 	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/grpcidem"
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
@@ -228,10 +229,10 @@ func requireRefusal(t *testing.T, err error, code codes.Code, reason string, ret
 // store: memstore, PostgreSQL, Redis and DynamoDB.
 func TestBehaviour(t *testing.T) {
 	t.Parallel()
-	for _, b := range backends() {
-		t.Run(b.name, func(t *testing.T) {
+	for _, b := range storekit.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
-			store := b.store(t)
+			store := b.New(t)
 			cases := []struct {
 				name string
 				run  func(t *testing.T)
@@ -240,17 +241,17 @@ func TestBehaviour(t *testing.T) {
 				{"KeyReusedWithAnotherRequest", func(t *testing.T) { keyReused(t, store) }},
 				{"InFlight", func(t *testing.T) { inFlight(t, store) }},
 				{"InFlightWaitForResult", func(t *testing.T) { inFlightWait(t, store) }},
-				{"StoreDown", func(t *testing.T) { storeDown(t, b.down(t)) }},
+				{"StoreDown", func(t *testing.T) { storeDown(t, b.Down(t)) }},
 				{"LostClaimReply", func(t *testing.T) { lostClaimReply(t, store) }},
 				{"HandlerErrorReleased", func(t *testing.T) { handlerErrorReleased(t, store) }},
 				{"HandlerErrorStored", func(t *testing.T) { handlerErrorStored(t, store) }},
 				{"DeadlineIsTheLease", func(t *testing.T) { deadlineIsTheLease(t, store) }},
 			}
-			if b.misconfigured != nil {
+			if b.Misconfigured != nil {
 				cases = append(cases, struct {
 					name string
 					run  func(t *testing.T)
-				}{"StoreMisconfigured", func(t *testing.T) { storeMisconfigured(t, b.misconfigured(t)) }})
+				}{"StoreMisconfigured", func(t *testing.T) { storeMisconfigured(t, b.Misconfigured(t)) }})
 			}
 			for _, c := range cases {
 				t.Run(c.name, func(t *testing.T) {
@@ -393,13 +394,13 @@ func storeMisconfigured(t *testing.T, store idemstore.Store) {
 // the same call (the engine claims again with its owner token): the
 // handler runs once and the repeat replays.
 func lostClaimReply(t *testing.T, store idemstore.Store) {
-	lossy := &lostReplyStore{Store: store}
+	lossy := &storekit.LostReplyStore{Store: store}
 	h := serve(t, grpcidem.Config{Store: lossy}, nil)
 	user, key := uuid.NewString(), uuid.NewString()
-	lossy.armed.Store(true)
+	lossy.Armed.Store(true)
 	first := h.create(user, "a", key)
 	require.NoError(t, first.err)
-	require.Equal(t, int32(1), lossy.cuts.Load(), "the claim's reply was lost")
+	require.Equal(t, int32(1), lossy.Cuts.Load(), "the claim's reply was lost")
 
 	again := h.create(user, "a", key)
 	require.NoError(t, again.err)

@@ -1,14 +1,13 @@
 package grpcidem_test
 
 import (
-	"context"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/ichido/ichido/internal/libtest/storekit"
 	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/grpcidem"
-	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/memstore"
 )
 
@@ -25,12 +24,5 @@ func TestRecordShared(t *testing.T) {
 
 	userID, recordKey, err := grpcidem.RecordID("", idempotency.KeyUUIDv4, "alice", key)
 	require.NoError(t, err)
-	require.Equal(t, "bd2ddae5-63ea-8b7c-bb9f-702e49b58309", userID)
-	require.Equal(t, "408fd72c-15f8-84bc-8b85-215319964ff4", recordKey)
-	rec, ok, err := store.Get(context.Background(), userID, recordKey)
-	require.NoError(t, err)
-	require.True(t, ok)
-	require.Equal(t, idemstore.StatusCompleted, rec.Status)
-	require.Equal(t, "d86de7802d3c7d722713b89716cdcd0d0e77d6bce33c8bfa09fd2e666292a76d", rec.Fingerprint, "the fingerprint of Create(\"a\")")
-	require.JSONEq(t, `{"type":"google.protobuf.Struct","message":"ChAKA3J1bhIJEQAAAAAAAPA/CgwKBXRpdGxlEgMaAWE="}`, rec.Response.Body)
+	storekit.RequireSharedRecord(t, store, userID, recordKey)
 }

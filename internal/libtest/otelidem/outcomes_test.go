@@ -16,29 +16,13 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/ichido/ichido/internal/libtest/storekit"
 	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/memstore"
 	"github.com/ichido/ichido/pkg/idempotency/observe"
 	"github.com/ichido/ichido/pkg/idempotency/otelidem"
 )
-
-// failingStore fails every call as a store whose server is down
-// (transient) or refuses the deployment (permanent) does.
-type failingStore struct{ permanent bool }
-
-func (s failingStore) fail(op string) error {
-	return &idemstore.Error{Op: op, Err: errors.New("dial tcp 10.0.0.7:5432: connection refused"), Permanent: s.permanent}
-}
-
-func (s failingStore) Claim(context.Context, idemstore.Claim) (idemstore.ClaimResult, error) {
-	return idemstore.ClaimResult{}, s.fail("claim")
-}
-func (s failingStore) Complete(context.Context, idemstore.Completion) error {
-	return s.fail("complete")
-}
-func (s failingStore) Release(context.Context, idemstore.Ref) error   { return s.fail("release") }
-func (s failingStore) Renew(context.Context, idemstore.Renewal) error { return s.fail("renew") }
 
 // TestFailuresAreErrorsWithTheirClassOnly: a failed call's span has the
 // Error status, described by the failure's class and nothing else (no
@@ -56,8 +40,8 @@ func TestFailuresAreErrorsWithTheirClassOnly(t *testing.T) {
 		failed  string // the event that carries the class ("": none)
 	}{
 		{"handler error", memstore.New(), errors.New("card declined"), "released", "handler", []string{"ichido.store.claim", "ichido.store.release"}, ""},
-		{"store down", failingStore{}, nil, "store_error", "transient", nil, "ichido.store.claim"},
-		{"store misconfigured", failingStore{permanent: true}, nil, "store_error", "permanent", nil, "ichido.store.claim"},
+		{"store down", storekit.FailingStore{}, nil, "store_error", "transient", nil, "ichido.store.claim"},
+		{"store misconfigured", storekit.FailingStore{Permanent: true}, nil, "store_error", "permanent", nil, "ichido.store.claim"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

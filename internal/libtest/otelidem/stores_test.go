@@ -1,66 +1,21 @@
 package otelidem_test
 
 import (
-	"context"
 	"os"
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/ichido/ichido/internal/testkit/dynamotest"
-	"github.com/ichido/ichido/internal/testkit/must"
-	"github.com/ichido/ichido/internal/testkit/pgtest"
-	"github.com/ichido/ichido/internal/testkit/redistest"
-	"github.com/ichido/ichido/pkg/idempotency/dynamostore"
-	"github.com/ichido/ichido/pkg/idempotency/idemstore"
-	"github.com/ichido/ichido/pkg/idempotency/memstore"
-	"github.com/ichido/ichido/pkg/idempotency/pgstore"
-	"github.com/ichido/ichido/pkg/idempotency/redisstore"
+	"github.com/ichido/ichido/internal/libtest/storekit"
 )
 
-// TestMain stops the Redis and DynamoDB servers the tests shared.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	redistest.StopShared()
-	dynamotest.StopShared()
-	os.Exit(code)
-}
-
-// backend is one kind of store, on a real server (memstore: in memory).
-type backend struct {
-	name  string // the store's name in ichido.store.name
-	store func(t *testing.T) idemstore.Store
-}
-
-func backends() []backend {
-	return []backend{
-		{name: "memstore", store: func(*testing.T) idemstore.Store { return memstore.New() }},
-		{name: "pgstore", store: func(t *testing.T) idemstore.Store {
-			db := pgtest.NewWith(t, func(ctx context.Context, pool *pgxpool.Pool) error {
-				_, err := pgstore.Migrate(ctx, pool, nil)
-				return err
-			})
-			return must.Value(pgstore.New(db.Pool, nil))
-		}},
-		{name: "redisstore", store: func(t *testing.T) idemstore.Store {
-			return must.Value(redisstore.New(redistest.NewClient(t), &redisstore.Options{KeyPrefix: "otel-test-" + uuid.NewString() + ":"}))
-		}},
-		{name: "dynamostore", store: func(t *testing.T) idemstore.Store {
-			client := dynamotest.NewClient(t)
-			st, err := dynamostore.New(client, &dynamostore.Options{Table: dynamotest.TableName(t)})
-			require.NoError(t, err)
-			dynamotest.CreateTable(t, client, st.CreateTableInput())
-			return st
-		}},
-	}
-}
+// TestMain stops the servers the tests shared.
+func TestMain(m *testing.M) { os.Exit(storekit.Main(m)) }
 
 // TestEveryShapeOnEveryStore: on every store, each shape's first call is
 // one internal span with the documented attributes and its store calls as
@@ -71,14 +26,14 @@ func backends() []backend {
 // no key, subject, path or body reaches any of it.
 func TestEveryShapeOnEveryStore(t *testing.T) {
 	t.Parallel()
-	for _, b := range backends() {
-		t.Run(b.name, func(t *testing.T) {
+	for _, b := range storekit.Backends() {
+		t.Run(b.Package, func(t *testing.T) {
 			t.Parallel()
 			for _, sh := range shapes() {
 				t.Run(sh.name, func(t *testing.T) {
 					t.Parallel()
 					tm := newTelemetry(t, sdktrace.AlwaysSample())
-					store := b.store(t)
+					store := b.New(t)
 					req := newRequest()
 					r := &runs{}
 
@@ -92,7 +47,7 @@ func TestEveryShapeOnEveryStore(t *testing.T) {
 					spans := tm.ended()
 					require.Len(t, spans, 3, "one span per call")
 					first := spans[0]
-					requireCallSpan(t, sh, b.name, first)
+					requireCallSpan(t, sh, b.Package, first)
 					a := attrs(first.Attributes())
 					require.Equal(t, "completed", a["ichido.outcome"])
 					require.Equal(t, true, a["ichido.claimed"])
@@ -109,7 +64,7 @@ func TestEveryShapeOnEveryStore(t *testing.T) {
 					}
 
 					for i, replay := range spans[1:] {
-						requireCallSpan(t, sh, b.name, replay)
+						requireCallSpan(t, sh, b.Package, replay)
 						a := attrs(replay.Attributes())
 						require.Equal(t, "replayed", a["ichido.outcome"], "call %d", i+2)
 						require.Equal(t, false, a["ichido.claimed"])
@@ -130,14 +85,14 @@ func TestEveryShapeOnEveryStore(t *testing.T) {
 					var n uint64
 					for _, dp := range histogram(t, m["ichido.call.duration"]) {
 						n += dp.Count
-						requireMetricAttrs(t, sh, b.name, dp.Attributes)
+						requireMetricAttrs(t, sh, b.Package, dp.Attributes)
 					}
 					require.EqualValues(t, 3, n)
 					ops := map[string]uint64{}
 					for _, dp := range histogram(t, m["ichido.store.duration"]) {
 						op, _ := dp.Attributes.Value("ichido.store.operation")
 						store, _ := dp.Attributes.Value("ichido.store.name")
-						require.Equal(t, b.name, store.AsString())
+						require.Equal(t, b.Package, store.AsString())
 						ops[op.AsString()] += dp.Count
 					}
 					require.Equal(t, map[string]uint64{"claim": 3, "complete": 1}, ops)

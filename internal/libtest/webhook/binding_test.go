@@ -20,6 +20,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ichido/ichido/internal/libtest/storekit"
 	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/webhook"
 )
@@ -95,11 +96,11 @@ func ranOn(body string) string {
 // the other three get its answer, on every store.
 func TestResentUnderNewIDRunsOnce(t *testing.T) {
 	t.Parallel()
-	for _, b := range backends {
+	for _, b := range storekit.Backends() {
 		for _, p := range bodySigners {
-			t.Run(b.name+"/"+p.name, func(t *testing.T) {
+			t.Run(b.Name+"/"+p.name, func(t *testing.T) {
 				t.Parallel()
-				bs := newBodyServer(t, b.store(t), preset(t, p.name))
+				bs := newBodyServer(t, b.New(t), preset(t, p.name))
 				body := `{"ref":"refs/heads/main","after":"` + uuid.NewString() + `"}`
 				for i := range 4 {
 					r := bs.send(t, p.sign(uuid.NewString(), body))
@@ -118,13 +119,13 @@ func TestResentUnderNewIDRunsOnce(t *testing.T) {
 // still runs the handler on B's body, on every store.
 func TestMovedBodyDoesNotAnswerAnotherEvent(t *testing.T) {
 	t.Parallel()
-	for _, b := range backends {
+	for _, b := range storekit.Backends() {
 		for _, p := range bodySigners {
-			t.Run(b.name+"/"+p.name, func(t *testing.T) {
+			t.Run(b.Name+"/"+p.name, func(t *testing.T) {
 				t.Parallel()
 				bodyA := `{"order":"A","n":"` + uuid.NewString() + `"}`
 				bodyB := `{"order":"B","n":"` + uuid.NewString() + `"}`
-				bs := newBodyServer(t, b.store(t), preset(t, p.name), bodyB)
+				bs := newBodyServer(t, b.New(t), preset(t, p.name), bodyB)
 				idA, idB := uuid.NewString(), uuid.NewString()
 
 				require.Equal(t, http.StatusOK, bs.send(t, p.sign(idA, bodyA)).status)

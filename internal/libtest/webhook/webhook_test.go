@@ -22,6 +22,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/ichido/ichido/internal/libtest/storekit"
 	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/memstore"
@@ -194,11 +195,11 @@ func TestProviders(t *testing.T) {
 			return standardDelivery(t, id, time.Now(), secret)
 		}, standardSecret, http.StatusUnauthorized, webhook.CodeSignatureInvalid},
 	}
-	for _, b := range backends {
+	for _, b := range storekit.Backends() {
 		for _, c := range cases {
-			t.Run(b.name+"/"+c.provider.Name, func(t *testing.T) {
+			t.Run(b.Name+"/"+c.provider.Name, func(t *testing.T) {
 				t.Parallel()
-				rc := newReceiverOn(t, b.store(t), c.provider)
+				rc := newReceiverOn(t, b.New(t), c.provider)
 				path := "/" + c.provider.Name
 				forged := "whsec_" + base64.StdEncoding.EncodeToString([]byte("not the endpoint's secret"))
 
