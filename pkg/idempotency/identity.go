@@ -41,12 +41,13 @@ func distinct(values []string) []string {
 	return out
 }
 
-// BearerToken returns a SubjectFunc for callers that send "Authorization:
-// Bearer <token>" where no authorizer checked it (a Function URL with
-// AuthType NONE, an ALB target, a plain HTTP server): verify checks the
-// token (signature, issuer, audience, expiry) and returns the user's
-// subject. No token, or two different ones, is no user (401); so is an
-// error from verify, which is logged.
+// BearerToken returns a SubjectFunc that reads the subject of an
+// "Authorization: Bearer <token>" header that no authorizer checked.
+//
+// It serves a Function URL with AuthType NONE, an ALB target or a plain
+// HTTP server. Verify checks the token (signature, issuer, audience,
+// expiry) and returns the user's subject. No token, or two different ones,
+// is no user (401). So is an error from verify, which is logged.
 func BearerToken(verify func(ctx context.Context, token string) (string, error)) SubjectFunc {
 	return func(ctx context.Context, req Request) (string, error) {
 		values := distinct(req.Header("Authorization"))
@@ -68,11 +69,12 @@ func BearerToken(verify func(ctx context.Context, token string) (string, error))
 const ALBOIDCDataHeader = "x-amzn-oidc-data"
 
 // ALBOIDC returns the SubjectFunc of an ALB target behind a listener rule
-// that authenticates users (authenticate-oidc or authenticate-cognito):
-// verify checks the x-amzn-oidc-data JWT's signature against the load
-// balancer's public key (and its signer field against the load balancer's
-// ARN) and returns the user's subject (a Cognito sub or any other
-// provider's; SubjectUUID maps it). The claims are only ever trusted
+// that authenticates users (authenticate-oidc or authenticate-cognito).
+//
+// Verify checks the x-amzn-oidc-data JWT's signature against the load
+// balancer's public key, and its signer field against the load balancer's
+// ARN. It returns the user's subject, a Cognito sub or any other
+// provider's. The claims are only ever trusted
 // after that check, since a target reachable other than through the rule
 // receives whatever headers the client sent. A request without the header
 // has no user (401).
@@ -89,11 +91,13 @@ func ALBOIDC(verify func(ctx context.Context, oidcData string) (string, error)) 
 	}
 }
 
-// StaticSubject returns a SubjectFunc that gives every request the same user,
-// id (any subject), for an endpoint with no caller identity at all (a webhook
-// receiver that checks the sender's signature itself, an internal service
-// behind a private network): the keys are then shared by every caller, so
-// two callers sending the same key get one answer. Use it only where the
+// StaticSubject returns a SubjectFunc that gives every request the same
+// subject, id.
+//
+// It is for an endpoint with no caller identity at all: a webhook receiver
+// that checks the sender's signature itself, or an internal service behind
+// a private network. Every caller then shares the keys, so two callers
+// sending the same key get one answer. Use it only where the
 // keys are unique by construction (the sender's delivery ids).
 func StaticSubject(id string) SubjectFunc {
 	return func(context.Context, Request) (string, error) { return id, nil }

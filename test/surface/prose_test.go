@@ -18,7 +18,7 @@ const maxSentenceWords = 40
 // longSentencesLeft is how many sentences over maxSentenceWords remain
 // from before the rule. It only goes down: a change that shortens one
 // lowers it, and a new long sentence fails the test.
-const longSentencesLeft = 100
+const longSentencesLeft = 93
 
 // TestDocSentencesAreShort measures the sentences of the doc comments of
 // the exported names under pkg/ and fails when more of them run over

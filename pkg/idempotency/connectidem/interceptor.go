@@ -55,10 +55,12 @@ type Config struct {
 
 // NewInterceptor returns a Connect interceptor that makes the unary calls
 // of protected procedures idempotent, over the Connect, gRPC and gRPC-Web
-// protocols alike: the first call with a key runs the handler, a repeat
-// gets its response (or its stored error) back with the header
-// Idempotent-Replayed: true, and every other outcome is an error whose code
-// has gRPC's meaning (see the package documentation). Streaming procedures
+// protocols alike.
+//
+// The first call with a key runs the handler. A repeat gets its response,
+// or its stored error, back with the header Idempotent-Replayed: true.
+// Every other outcome is an error whose code has gRPC's meaning (see the
+// package documentation). Streaming procedures
 // and client calls pass through untouched. Pass it to the handlers with
 // connect.WithInterceptors, after the interceptors that authenticate.
 //

@@ -64,10 +64,11 @@ type Config struct {
 }
 
 // UnaryServerInterceptor returns a gRPC unary server interceptor that makes
-// the calls of protected methods idempotent: the first call with a key runs
-// the handler, a repeat gets its response (or its stored error) back with
-// ReplayedKey set, and every other outcome is a status whose code has
-// gRPC's meaning (see the package documentation). Streaming methods never
+// the calls of protected methods idempotent.
+//
+// The first call with a key runs the handler. A repeat gets its response,
+// or its stored error, back with ReplayedKey set. Every other outcome is a
+// status whose code has gRPC's meaning (see the package documentation). Streaming methods never
 // reach a unary interceptor: they run untouched.
 //
 // It returns an error, and no interceptor, when cfg is invalid; the
