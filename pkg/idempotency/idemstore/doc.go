@@ -48,11 +48,44 @@
 // never returned as the driver's error. A store's one place of error
 // translation sets Error.Permanent on what repeating the call cannot cure:
 // missing privileges or objects, failed authentication, a value under the
-// store's keys that is not a record, ErrTooLarge. Everything else (timeouts,
+// store's keys that is not a record, ErrTooLarge, ErrNotID. Everything else (timeouts,
 // refused or reset connections, a failover, throttling) is transient; when
 // in doubt, transient. The engine answers a transient failure with 503 and
 // Retry-After, a permanent one with 500 and no retry, and never runs the
 // work without a claim.
+//
+// # What a store author asks
+//
+// Ids. Every method checks its ids with CheckIDs (List its UserID, when
+// set) before it touches the server. A call with an id that is not a
+// lower-case UUID fails with a *Error that wraps ErrNotID and is
+// Permanent: no retry can cure it.
+//
+// Times. A store keeps a record's times to the microsecond, as the caller
+// gave them.
+//
+// Late completion. Complete succeeds while the caller's owner token holds
+// the record in progress, even after its lease ran out: only a takeover
+// ends that right.
+//
+// Size. The suite's byte-for-byte case writes a body of 256 KiB, so a
+// store whose records cannot hold about that much fails it.
+//
+// A record of a later format, written by a later release during a
+// rolling deploy, is a transient failure: the client's retry reaches the
+// later release. A value under the store's keys that is not a record at
+// all is a permanent one.
+//
+// Delete removes a record whatever its expiry. Whether it reports a
+// record that expired but was not yet removed as deleted is the store's
+// choice: the answer is for display, and Get and List never show such a
+// record.
+//
+// An embedded store (in the process, or a file) keeps every rule above;
+// its own clock is the server's. It may leave out what has no meaning for
+// it: storetest's broken and misconfigured stores (no server to lose, no
+// privileges), the LostReply and Processes parts (no reply on a network to
+// lose, one process), and prefixes when it has none.
 //
 // # Proving a store
 //

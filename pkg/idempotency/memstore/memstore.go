@@ -24,6 +24,7 @@ package memstore
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -55,6 +56,9 @@ func (s *Store) Claim(ctx context.Context, c idemstore.Claim) (idemstore.ClaimRe
 	if err := ctx.Err(); err != nil {
 		return idemstore.ClaimResult{}, &idemstore.Error{Op: "claim", Err: err}
 	}
+	if err := checkIDs("claim", c.UserID, c.Key); err != nil {
+		return idemstore.ClaimResult{}, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := c.Now
@@ -75,6 +79,9 @@ func (s *Store) Complete(ctx context.Context, c idemstore.Completion) error {
 	if err := ctx.Err(); err != nil {
 		return &idemstore.Error{Op: "complete", Err: err}
 	}
+	if err := checkIDs("complete", c.UserID, c.Key); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := id{c.UserID, c.Key}
@@ -93,6 +100,9 @@ func (s *Store) Release(ctx context.Context, r idemstore.Ref) error {
 	if err := ctx.Err(); err != nil {
 		return &idemstore.Error{Op: "release", Err: err}
 	}
+	if err := checkIDs("release", r.UserID, r.Key); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := id{r.UserID, r.Key}
@@ -108,6 +118,9 @@ func (s *Store) Release(ctx context.Context, r idemstore.Ref) error {
 func (s *Store) Renew(ctx context.Context, r idemstore.Renewal) error {
 	if err := ctx.Err(); err != nil {
 		return &idemstore.Error{Op: "renew", Err: err}
+	}
+	if err := checkIDs("renew", r.UserID, r.Key); err != nil {
+		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -129,6 +142,9 @@ func (s *Store) Get(ctx context.Context, userID, key string) (idemstore.Record, 
 	if err := ctx.Err(); err != nil {
 		return idemstore.Record{}, false, &idemstore.Error{Op: "get", Err: err}
 	}
+	if err := checkIDs("get", userID, key); err != nil {
+		return idemstore.Record{}, false, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	rec, ok := s.records[id{userID, key}]
@@ -142,6 +158,9 @@ func (s *Store) Get(ctx context.Context, userID, key string) (idemstore.Record, 
 func (s *Store) List(ctx context.Context, q idemstore.ListQuery) ([]idemstore.Record, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, &idemstore.Error{Op: "list", Err: err}
+	}
+	if q.UserID != "" && !idemstore.IsID(q.UserID) {
+		return nil, &idemstore.Error{Op: "list", Err: fmt.Errorf("the user id %.80q is %w", q.UserID, idemstore.ErrNotID), Permanent: true}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -170,12 +189,24 @@ func (s *Store) Delete(ctx context.Context, userID, key string) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, &idemstore.Error{Op: "delete", Err: err}
 	}
+	if err := checkIDs("delete", userID, key); err != nil {
+		return false, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := id{userID, key}
 	_, ok := s.records[k]
 	delete(s.records, k)
 	return ok, nil
+}
+
+// checkIDs refuses, for good, ids that are not lower-case UUIDs, as every
+// store does.
+func checkIDs(op, userID, key string) error {
+	if err := idemstore.CheckIDs(userID, key); err != nil {
+		return &idemstore.Error{Op: op, Err: err, Permanent: true}
+	}
+	return nil
 }
 
 func copyRecord(rec idemstore.Record) idemstore.Record {

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
@@ -35,7 +36,7 @@ func TestOriginIsNotShared(t *testing.T) {
 	ctx := context.Background()
 	st := memstore.New()
 	now := time.Now()
-	ref := idemstore.Ref{UserID: "user", Key: "key", Owner: "owner"}
+	ref := idemstore.Ref{UserID: uuid.NewString(), Key: uuid.NewString(), Owner: "owner"}
 	claim := idemstore.Claim{Ref: ref, Fingerprint: "hash", Now: now, LeaseUntil: now.Add(time.Minute), ExpiresAt: now.Add(time.Hour)}
 	_, err := st.Claim(ctx, claim)
 	require.NoError(t, err)

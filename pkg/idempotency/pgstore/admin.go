@@ -29,6 +29,9 @@ const recordColumns = `user_id::text, key, owner, request_hash, status, response
 // is judged by the server's clock. The database user needs SELECT on the
 // table (Grants gives it).
 func (s *Store) Get(ctx context.Context, userID, key string) (idemstore.Record, bool, error) {
+	if err := idemstore.CheckIDs(userID, key); err != nil {
+		return idemstore.Record{}, false, storeError(ctx, "get", err)
+	}
 	recs, err := s.query(ctx, "get", `SELECT `+recordColumns+` FROM `+s.sql.table+
 		` WHERE user_id = $1::uuid AND key = $2::text AND expires_at > now()`, userID, key)
 	if err != nil || len(recs) == 0 {
@@ -40,6 +43,9 @@ func (s *Store) Get(ctx context.Context, userID, key string) (idemstore.Record, 
 // List implements idemstore.Admin: one SELECT, by the primary key's
 // prefix when q names a user, else a scan of the table.
 func (s *Store) List(ctx context.Context, q idemstore.ListQuery) ([]idemstore.Record, error) {
+	if q.UserID != "" && !idemstore.IsID(q.UserID) {
+		return nil, storeError(ctx, "list", fmt.Errorf("the user id %.80q is %w", q.UserID, idemstore.ErrNotID))
+	}
 	where := []string{"expires_at > now()"}
 	var args []any
 	if q.UserID != "" {
@@ -59,6 +65,9 @@ func (s *Store) List(ctx context.Context, q idemstore.ListQuery) ([]idemstore.Re
 // Delete implements idemstore.Admin: one DELETE by the primary key,
 // whatever the record's state or owner.
 func (s *Store) Delete(ctx context.Context, userID, key string) (bool, error) {
+	if err := idemstore.CheckIDs(userID, key); err != nil {
+		return false, storeError(ctx, "delete", err)
+	}
 	db, ok := s.db.(admin)
 	if !ok {
 		return false, storeError(ctx, "delete", errors.New("the store's connection cannot run queries"))

@@ -296,6 +296,9 @@ func newStatements(qualify func(string) string) statements {
 // completed record of the same request (the replay); its Owner and times are
 // left zero, as the decorator does not need them.
 func (s *Store) Claim(ctx context.Context, c idemstore.Claim) (idemstore.ClaimResult, error) {
+	if err := idemstore.CheckIDs(c.UserID, c.Key); err != nil {
+		return idemstore.ClaimResult{}, storeError(ctx, "claim", err)
+	}
 	claim := s.sql.claim
 	if _, direct := s.db.(directPool); direct {
 		claim = s.sql.claimDirect
@@ -461,6 +464,9 @@ func (s *Store) envelope(c idemstore.Completion) (string, error) {
 }
 
 func (s *Store) complete(ctx context.Context, db querier, c idemstore.Completion) error {
+	if err := idemstore.CheckIDs(c.UserID, c.Key); err != nil {
+		return storeError(ctx, "complete", err)
+	}
 	env, err := s.envelope(c)
 	if err != nil {
 		return err
@@ -477,6 +483,9 @@ func (s *Store) complete(ctx context.Context, db querier, c idemstore.Completion
 
 // Release implements idemstore.Store.
 func (s *Store) Release(ctx context.Context, r idemstore.Ref) error {
+	if err := idemstore.CheckIDs(r.UserID, r.Key); err != nil {
+		return storeError(ctx, "release", err)
+	}
 	var deleted bool
 	if err := s.db.QueryRow(ctx, s.sql.release, r.UserID, r.Key, r.Owner).Scan(&deleted); err != nil {
 		return storeError(ctx, "release", err)
@@ -491,6 +500,9 @@ func (s *Store) Release(ctx context.Context, r idemstore.Ref) error {
 // lease reaches past it) of the caller's in-progress record moves to
 // r.LeaseUntil. Renewal.Now is not consulted.
 func (s *Store) Renew(ctx context.Context, r idemstore.Renewal) error {
+	if err := idemstore.CheckIDs(r.UserID, r.Key); err != nil {
+		return storeError(ctx, "renew", err)
+	}
 	var renewed bool
 	if err := s.db.QueryRow(ctx, s.sql.renew, r.UserID, r.Key, r.Owner, r.LeaseUntil).Scan(&renewed); err != nil {
 		return storeError(ctx, "renew", err)
@@ -529,7 +541,7 @@ func storeError(ctx context.Context, op string, err error) error {
 			err = fmt.Errorf("the pool's prepared statements do not survive its connection pooler (a transaction-pooling proxy, such as RDS Proxy or PgBouncer, with a pgx mode that prepares statements): use QueryExecModeExec, as dbpool does: %w", err)
 		}
 	}
-	return &idemstore.Error{Op: op, Err: err, Permanent: ctxErr == nil && (permanent(pgErr) || errors.Is(err, errBehindPooler))}
+	return &idemstore.Error{Op: op, Err: err, Permanent: ctxErr == nil && (permanent(pgErr) || errors.Is(err, errBehindPooler) || errors.Is(err, idemstore.ErrNotID))}
 }
 
 // permanent reports whether a server error is one that repeating the

@@ -30,13 +30,18 @@ type blocking struct {
 	status  func(run int32) int
 	started chan int32
 	release chan struct{}
+	// releaseAll lets every run go on; it may be called more than once.
+	releaseAll func()
 
 	mu    sync.Mutex
 	cause error
 }
 
 func (e *env) blocking(status func(run int32) int) *blocking {
-	return &blocking{e: e, status: status, started: make(chan int32, 8), release: make(chan struct{})}
+	b := &blocking{e: e, status: status, started: make(chan int32, 8), release: make(chan struct{})}
+	b.releaseAll = sync.OnceFunc(func() { close(b.release) })
+	e.t.Cleanup(b.releaseAll) // a case that failed early leaves no handler blocked
+	return b
 }
 
 func (b *blocking) handler(ctx context.Context, _ idempotency.Request) (apigw.Response, error) {
@@ -223,7 +228,7 @@ var cacheWaitHeartbeatCases = []behaviourCase{
 		dup = e.do(inv, e.post(`{}`))
 		requireProblem(t, dup, http.StatusConflict, idempotency.CodeKeyInUse)
 		require.Equal(t, claims+1, e.store.claims.Load(), "an in-progress record is asked of the store each time")
-		close(b.release)
+		b.releaseAll()
 		require.Equal(t, http.StatusCreated, (<-first).StatusCode)
 	}},
 	{"a waiting duplicate replays the first request's answer", func(t *testing.T, e *env) {
@@ -236,7 +241,7 @@ var cacheWaitHeartbeatCases = []behaviourCase{
 		eventually(t, func() bool { return e.store.claims.Load() >= 3 }, "the duplicate polls")
 		const held = 300 * time.Millisecond
 		time.Sleep(held) // the first run goes on; the duplicate waits at least this long
-		close(b.release)
+		b.releaseAll()
 		firstResp, dupResp := <-first, <-dup
 		require.Equal(t, http.StatusCreated, firstResp.StatusCode)
 		requireReplay(t, firstResp, dupResp)
@@ -256,7 +261,7 @@ var cacheWaitHeartbeatCases = []behaviourCase{
 		requireProblem(t, dup, http.StatusConflict, idempotency.CodeKeyInUse)
 		require.Equal(t, "1", dup.Headers.Get("Retry-After"))
 		require.Greater(t, e.store.claims.Load(), int32(2), "it polled before giving up")
-		close(b.release)
+		b.releaseAll()
 		require.Equal(t, http.StatusCreated, (<-first).StatusCode)
 	}},
 	{"a waiting duplicate never waits past its own deadline", func(t *testing.T, e *env) {
@@ -265,7 +270,7 @@ var cacheWaitHeartbeatCases = []behaviourCase{
 		first := e.async(inv, e.post(`{}`))
 		<-b.started
 		e.requireInProgressWithin(inv, 400*time.Millisecond)
-		close(b.release)
+		b.releaseAll()
 		require.Equal(t, http.StatusCreated, (<-first).StatusCode)
 	}},
 	{"a waiting duplicate on a slow store still answers before its deadline", func(t *testing.T, e *env) {
@@ -273,7 +278,7 @@ var cacheWaitHeartbeatCases = []behaviourCase{
 		inv := e.wrap(b.handler, withWait(time.Minute))
 		first := e.async(inv, e.post(`{}`))
 		<-b.started
-		release := sync.OnceFunc(func() { close(b.release) })
+		release := b.releaseAll
 		defer release() // a failed check must not leave the first run blocked
 		// Each claim now takes 150ms more than the store's own round trip,
 		// more than the 100ms kept free before the deadline: the last poll
@@ -301,7 +306,7 @@ var cacheWaitHeartbeatCases = []behaviourCase{
 		<-b.started
 		dup := e.async(inv, e.post(`{}`))
 		eventually(t, func() bool { return e.store.claims.Load() >= 3 }, "the duplicate polls")
-		close(b.release)
+		b.releaseAll()
 		require.Equal(t, http.StatusInternalServerError, (<-first).StatusCode)
 		dupResp := <-dup
 		require.Equal(t, http.StatusCreated, dupResp.StatusCode, "the key was released: the duplicate claimed it and ran")
@@ -325,7 +330,7 @@ var cacheWaitHeartbeatCases = []behaviourCase{
 		eventually(t, func() bool { return e.store.renews.Load() > renews+2 }, "the lease is renewed")
 		dup := e.do(inv, e.post(`{}`))
 		requireProblem(t, dup, http.StatusConflict, idempotency.CodeKeyInUse)
-		close(b.release)
+		b.releaseAll()
 		firstResp := <-first
 		require.Equal(t, http.StatusCreated, firstResp.StatusCode)
 		requireReplay(t, firstResp, e.do(inv, e.post(`{}`)))
@@ -367,7 +372,7 @@ var cacheWaitHeartbeatCases = []behaviourCase{
 		second := e.async(inv, e.post(`{}`))
 		require.EqualValues(t, 2, <-b.started, "one heartbeat later the retry runs")
 		e.store.failRenew.Store(false)
-		close(b.release)
+		b.releaseAll()
 		require.Equal(t, http.StatusCreated, (<-second).StatusCode)
 		requireReplay(t, apigw.Response{StatusCode: http.StatusCreated, Body: `{"run":2}`,
 			Headers: http.Header{"Content-Type": {"application/json"}, "Location": {"/tasks/2"}}}, e.do(inv, e.post(`{}`)))

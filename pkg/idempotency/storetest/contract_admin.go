@@ -101,6 +101,12 @@ func (s suite) prefixBoundaries(t *testing.T) {
 				require.Equal(t, tn.shared.Owner, r.Owner, "the store on prefix %q lists another prefix's record of the shared ids", tn.prefix)
 			}
 		}
+		if tn.prefix != "" {
+			// The stem is the test's own: its store lists the two records
+			// written here and nothing else, however another prefix's
+			// bytes would read.
+			require.Len(t, recs, 2, "the store on prefix %q lists records that are not its own: a prefix is matched exactly, never as the start of a longer prefix (%q)", tn.prefix, tn.prefix+"2")
+		}
 		require.Equal(t, 1, ownSeen, "the store on prefix %q lists its own record once", tn.prefix)
 		require.Equal(t, 1, sharedSeen, "the store on prefix %q lists its record of the shared ids once", tn.prefix)
 

@@ -25,6 +25,10 @@ func runContract(t *testing.T, cfg Config) {
 		run  func(t *testing.T)
 	}{
 		{"ClaimFreshKey", s.claimFreshKey},
+		{"ExpiryOnTheCallersClock", s.expiryOnTheCallersClock},
+		{"CompleteAfterLeaseRanOutBeforeTakeover", s.completeAfterLeaseRanOut},
+		{"IDsAreCheckedAndNotIDIsPermanent", s.idsAreChecked},
+		{"TimesKeptToTheMicrosecond", s.timesToTheMicrosecond},
 		{"ConflictReturnsExistingRecord", s.conflictReturnsExistingRecord},
 		{"RepeatedClaimBySameOwner", s.repeatedClaimBySameOwner},
 		{"RepeatedClaimBySameOwnerOtherRequest", s.repeatedClaimOtherRequest},

@@ -170,7 +170,7 @@ var optionCases = []behaviourCase{
 		require.EqualValues(t, 1, e.store.renews.Load(), "a renewal that cannot succeed is not repeated")
 		line := e.logLine("released")
 		require.Equal(t, true, line["permanent"])
-		close(b.release)
+		b.releaseAll()
 	}},
 	{"a store that refuses the claim for good gives 500 without Retry-After, after one claim", func(t *testing.T, e *env) {
 		e.store.refuseClaim.Store(true)

@@ -29,7 +29,8 @@
 // keep a TTL of a day, so that no purge running on real time touches them.
 // Two cases use the real time, to show that a caller whose clock runs ahead
 // cannot take over a live lease and that one whose clock runs behind only
-// takes over later. When a claim does not hold the record, the suite checks
+// takes over later. A store on its own clock fails ExpiryOnTheCallersClock,
+// and the behaviour parts stop at once with the same message. When a claim does not hold the record, the suite checks
 // Record.Owner and the times only where the store filled them in.
 package storetest
 
@@ -158,17 +159,17 @@ func Run(t *testing.T, cfg Config) {
 		t.Run("Contract", func(t *testing.T) { t.Parallel(); runContract(t, cfg) })
 	}
 	if parts&HTTP != 0 {
-		t.Run("HTTP", func(t *testing.T) { t.Parallel(); runHTTP(t, cfg.New) })
+		t.Run("HTTP", func(t *testing.T) { t.Parallel(); requireCallersClock(t, cfg.New(t)); runHTTP(t, cfg.New) })
 	}
 	if parts&Function != 0 {
-		t.Run("Function", func(t *testing.T) { t.Parallel(); runFunction(t, cfg.New) })
+		t.Run("Function", func(t *testing.T) { t.Parallel(); requireCallersClock(t, cfg.New(t)); runFunction(t, cfg.New) })
 	}
 	if parts&Middleware != 0 {
 		mount := cfg.Mount
 		if mount == nil {
 			mount = ServeMux
 		}
-		t.Run("Middleware", func(t *testing.T) { t.Parallel(); runMiddleware(t, cfg.New, mount) })
+		t.Run("Middleware", func(t *testing.T) { t.Parallel(); requireCallersClock(t, cfg.New(t)); runMiddleware(t, cfg.New, mount) })
 	}
 	if parts&LostReply != 0 {
 		if cfg.Server == "" || cfg.Through == nil {
