@@ -146,6 +146,7 @@ func (e *engine) claim(ctx context.Context, obs *observation, userID, key, hash 
 		obs.drain, obs.drained = run, e.drain
 	}
 	obs.hash = hash
+	obs.recordUser, obs.recordKey = userID, key
 	obs.leaseFrom = time.Now() // read before the clock: never later than the lease's start
 	now := e.clock()
 	if res, ok := e.cached(userID, key, now); ok {

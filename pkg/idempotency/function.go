@@ -189,13 +189,13 @@ func (f *function[In, Out]) call(ctx context.Context, in In) (out Out, err error
 		switch {
 		case f.mismatch(rec.Fingerprint, hash):
 			obs.outcome = OutcomeMismatch
-			return out, fmt.Errorf("%w: key %q", ErrKeyReused, key)
+			return out, fmt.Errorf("%w: key %q", ErrKeyReused, obs.identifier(key))
 		case rec.Status == idemstore.StatusInProgress:
 			obs.outcome = OutcomeInProgress
-			return out, fmt.Errorf("%w: key %q", ErrInProgress, key)
+			return out, fmt.Errorf("%w: key %q", ErrInProgress, obs.identifier(key))
 		case rec.Status == idemstore.StatusCompleted && rec.Response != nil && rec.Response.NotKept:
 			obs.outcome, obs.reason = OutcomeReplayed, CodeResponseNotKept
-			return out, fmt.Errorf("%w: key %q", ErrResultNotKept, key)
+			return out, fmt.Errorf("%w: key %q", ErrResultNotKept, obs.identifier(key))
 		case rec.Status == idemstore.StatusCompleted && rec.Response != nil:
 			obs.outcome = OutcomeReplayed
 			if f.cfg.OnReplay != nil {
@@ -203,7 +203,7 @@ func (f *function[In, Out]) call(ctx context.Context, in In) (out Out, err error
 			}
 			if err := json.Unmarshal([]byte(rec.Response.Body), &out); err != nil {
 				obs.err = err
-				return out, fmt.Errorf("idempotency: the stored result of key %q does not decode as %T: %w", key, out, err)
+				return out, fmt.Errorf("idempotency: the stored result of key %q does not decode as %T: %w", obs.identifier(key), out, err)
 			}
 			return out, nil
 		default:

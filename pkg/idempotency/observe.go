@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
@@ -105,6 +106,9 @@ type observation struct {
 	digest  []byte            // Config.LogDigestSecret: log digests, not values
 	span    observe.Span      // the call's span, when Config.Observer is set
 	origin  *idemstore.Origin // a replay's: the traced run that produced it
+	// recordUser and recordKey are the record's ids, which a store's error
+	// may quote (redact).
+	recordUser, recordKey string
 }
 
 // storeCall is the latency of one Store call; a repeated call adds up.
@@ -163,6 +167,28 @@ func (o *observation) identifier(v string) string {
 		return v
 	}
 	return observe.Digest(o.digest, v)
+}
+
+// redact returns text with each of the call's identifiers (the key, the
+// user, the record's ids, the path) replaced by its digest, when
+// Config.LogDigestSecret is set: an error from a store or a handler may
+// quote them. An identifier shorter than 4 bytes is left: it names no one.
+func (o *observation) redact(text string) string {
+	return redact(o.digest, text, o.key, o.user, o.recordUser, o.recordKey, o.path)
+}
+
+// redact returns text with each of ids replaced by its digest under
+// secret; text itself when secret is nil.
+func redact(secret []byte, text string, ids ...string) string {
+	if secret == nil {
+		return text
+	}
+	for _, v := range ids {
+		if len(v) >= 4 {
+			text = strings.ReplaceAll(text, v, observe.Digest(secret, v))
+		}
+	}
+	return text
 }
 
 // errorClass is the observe class of a store call's error ("" for nil).
@@ -277,7 +303,7 @@ func (o *observation) emit(ctx context.Context, logger *slog.Logger, metrics *em
 			attrs = append(attrs, slog.Attr{Key: "store", Value: slog.GroupValue(store...)})
 		}
 		if o.err != nil {
-			attrs = append(attrs, slog.String("error", o.err.Error()))
+			attrs = append(attrs, slog.String("error", o.redact(o.err.Error())))
 		}
 		if o.permanent {
 			attrs = append(attrs, slog.Bool("permanent", true))

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/ichido/ichido/pkg/idempotency/observe"
 )
 
 // SQSBatchHandler is the Lambda handler of an SQS event source mapping with
@@ -71,7 +73,29 @@ func SQSHandler(fn func(ctx context.Context, m events.SQSMessage) error, cfg Fun
 	if err != nil {
 		return nil, err
 	}
-	logger := cfg.withDefaults().Logger
+	settings := cfg.withDefaults()
+	logger := settings.Logger
+	// messageID is a message's id as the record-failed line shows it: a
+	// digest with LogDigestSecret, since it is the default key.
+	messageID := func(m events.SQSMessage) string {
+		if settings.LogDigestSecret == nil {
+			return m.MessageId
+		}
+		return observe.Digest(settings.LogDigestSecret, m.MessageId)
+	}
+	// errorText is err's text as that line shows it: with LogDigestSecret,
+	// the message's key and scope, which fn's error may quote, are digests.
+	errorText := func(ctx context.Context, m events.SQSMessage, err error) string {
+		if settings.LogDigestSecret == nil {
+			return err.Error()
+		}
+		key, _ := settings.Key(ctx, m)
+		var scope string
+		if settings.Scope != nil {
+			scope, _ = settings.Scope(ctx, m)
+		}
+		return redact(settings.LogDigestSecret, err.Error(), key, scope, m.MessageId)
+	}
 	return func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 		var resp events.SQSEventResponse
 		fail := func(m events.SQSMessage) {
@@ -91,7 +115,7 @@ func SQSHandler(fn func(ctx context.Context, m events.SQSMessage) error, cfg Fun
 			}
 			if err := runRecord(ctx, once, m); err != nil && !errors.Is(err, ErrResultNotKept) {
 				logger.LogAttrs(ctx, recordLevel(err), "idempotency sqs record failed",
-					slog.String("function", cfg.Name), slog.String("message_id", m.MessageId), slog.String("error", err.Error()))
+					slog.String("function", cfg.Name), slog.String("message_id", messageID(m)), slog.String("error", errorText(ctx, m, err)))
 				fail(m)
 				if fifo {
 					failedGroups[group] = true

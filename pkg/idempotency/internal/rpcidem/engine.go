@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/internal/rpcmethod"
+	"github.com/ichido/ichido/pkg/idempotency/observe"
 )
 
 // Config is what the adapters' Configs share; each field means what the
@@ -56,6 +58,7 @@ type Engine[Req, Resp any] struct {
 	subject   func(ctx context.Context) (string, error)
 	keyFormat idempotency.KeyFormat
 	fn        func(context.Context, *call[Req, Resp]) (Result[Resp], error)
+	digest    []byte // Settings.LogDigestSecret
 }
 
 // New returns the Engine of an interceptor configured with cfg. It returns
@@ -75,7 +78,7 @@ func New[Req, Resp any](fw Framework[Req, Resp], cfg Config) (*Engine[Req, Resp]
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("%s: invalid Config: %w", fw.Package, errors.Join(errs...))
 	}
-	e := &Engine[Req, Resp]{fw: fw, subject: cfg.Subject, keyFormat: cfg.KeyFormat}
+	e := &Engine[Req, Resp]{fw: fw, subject: cfg.Subject, keyFormat: cfg.KeyFormat, digest: cfg.Settings.LogDigestSecret}
 	fn, err := idempotency.Function(e.run, idempotency.FunctionConfig[*call[Req, Resp]]{
 		Store:    cfg.Store,
 		Name:     fw.Name,
@@ -122,6 +125,10 @@ type call[Req, Resp any] struct {
 	refused error
 	userID  string
 	idemKey string
+	// subject and keys are the call's identifiers as sent, which the
+	// handler's error may quote (logText).
+	subject string
+	keys    []string
 }
 
 func callKey[Req, Resp any](_ context.Context, c *call[Req, Resp]) (string, error) {
@@ -152,7 +159,7 @@ func (e *Engine[Req, Resp]) identify(ctx context.Context, c *call[Req, Resp], ke
 		c.refused = &unauthenticatedError{errors.New("Config.Subject returned no subject")}
 		return
 	}
-	c.userID = idempotency.SubjectUUID(subject)
+	c.userID, c.subject, c.keys = idempotency.SubjectUUID(subject), subject, keys
 	if len(keys) == 0 {
 		return // ErrNoKey, or an unprotected run with AllowMissingKey
 	}
@@ -168,14 +175,33 @@ func (e *Engine[Req, Resp]) run(ctx context.Context, c *call[Req, Resp]) (Result
 		if Storable(e.fw.CodeOf(err)) {
 			return Result[Resp]{Ran: true, Err: err, encode: e.fw.Encode}, nil
 		}
-		return Result[Resp]{}, &handlerError{err}
+		return Result[Resp]{}, &handlerError{err: err, text: e.logText(c, err)}
 	}
 	return Result[Resp]{Ran: true, Response: resp, encode: e.fw.Encode}, nil
 }
 
 // handlerError carries a handler's error that was not kept through
 // Function, so that the caller gets it unchanged.
-type handlerError struct{ err error }
+type handlerError struct {
+	err  error
+	text string // err's text as the log line shows it (logText)
+}
 
-func (e *handlerError) Error() string { return e.err.Error() }
+func (e *handlerError) Error() string { return e.text }
+
+// logText is err's text with, under Settings.LogDigestSecret, the call's
+// subject and keys as sent replaced by their digests: the log line
+// carries a handler's error, which may quote them.
+func (e *Engine[Req, Resp]) logText(c *call[Req, Resp], err error) string {
+	text := err.Error()
+	if e.digest == nil {
+		return text
+	}
+	for _, v := range append([]string{c.subject}, c.keys...) {
+		if len(v) >= 4 {
+			text = strings.ReplaceAll(text, v, observe.Digest(e.digest, v))
+		}
+	}
+	return text
+}
 func (e *handlerError) Unwrap() error { return e.err }
