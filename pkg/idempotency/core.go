@@ -165,11 +165,9 @@ func (e *engine) claim(ctx context.Context, obs *observation, userID, key, hash 
 		LeaseUntil:  e.lease(ctx, now, obs.heartbeat),
 		ExpiresAt:   now.Add(e.ttl),
 	}
-	var res idemstore.ClaimResult
-	err := obs.timed("claim", func() (err error) {
-		res, err = e.store.Claim(ctx, c)
-		return err
-	})
+	start := time.Now()
+	res, err := e.store.Claim(ctx, c)
+	obs.record("claim", start, err)
 	if err != nil {
 		res, err = e.recoverClaim(ctx, c, err, obs)
 	}

@@ -3,12 +3,10 @@ package idempotency
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
@@ -253,7 +251,10 @@ func (f *function[In, Out]) identify(ctx context.Context, in In) (key, scope, ha
 			return "", "", "", fmt.Errorf("idempotency: the payload of a %s input: %w", f.cfg.Name, err)
 		}
 	}
-	return key, scope, payloadHash(f.cfg.Name, f.cfg.Payload != nil, payload), nil
+	if f.cfg.Payload == nil {
+		return key, scope, f.unchecked, nil // computed once, in Function
+	}
+	return key, scope, payloadHash(f.cfg.Name, true, payload), nil
 }
 
 // resultResponse is how a function's result is kept: its JSON as the body
@@ -296,13 +297,15 @@ func keyID(key string) string { return derivedUUID("key", key) }
 // derivedUUID returns a UUID version 8 (RFC 9562's custom version) made of
 // the first 122 bits of a SHA-256 over the framed parts.
 func derivedUUID(parts ...string) string {
-	h := sha256.New()
-	writePart(h, []byte(derivedIDVersion))
+	f := fingerprinters.Get().(*fingerprinter)
+	defer fingerprinters.Put(f)
+	f.h.Reset()
+	f.part(bytesOf(derivedIDVersion))
 	for _, p := range parts {
-		writePart(h, bytesOf(p))
+		f.part(bytesOf(p))
 	}
 	var b [16]byte
-	copy(b[:], h.Sum(nil))
+	copy(b[:], f.h.Sum(f.sum[:0]))
 	b[6] = b[6]&0x0f | 0x80 // version 8
 	b[8] = b[8]&0x3f | 0x80 // RFC 4122 variant
 	var s [36]byte
@@ -324,24 +327,26 @@ func derivedUUID(parts ...string) string {
 // Without one every call of the function has the same fingerprint, so that
 // the key alone decides.
 func payloadHash(name string, checked bool, payload []byte) string {
-	head := func(h hash.Hash, kind string) {
-		writePart(h, []byte(payloadHashVersion))
-		writePart(h, bytesOf(name))
-		writePart(h, []byte(kind))
+	f := fingerprinters.Get().(*fingerprinter)
+	defer fingerprinters.Put(f)
+	head := func(kind string) {
+		f.h.Reset()
+		f.part(bytesOf(payloadHashVersion))
+		f.part(bytesOf(name))
+		f.part(bytesOf(kind))
 	}
-	h := sha256.New()
 	switch {
 	case !checked:
-		head(h, "none")
+		head("none")
 	default:
-		head(h, "json")
-		if !canonjson.Write(h, payload) {
-			h.Reset()
-			head(h, "raw")
-			writePart(h, payload)
+		head("json")
+		if !canonjson.WriteBuffered(f.h, payload, &f.canon) {
+			head("raw")
+			f.part(payload)
 		}
 	}
-	return hex.EncodeToString(h.Sum(nil))
+	hex.Encode(f.hex[:], f.h.Sum(f.sum[:0]))
+	return string(f.hex[:])
 }
 
 // FunctionRecordID returns the user id and the record key of the record of

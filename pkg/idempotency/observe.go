@@ -85,6 +85,7 @@ type observation struct {
 	claimed   bool
 	handler   string // "ok", "error" or "panic"
 	storeMS   []storeCall
+	storeBuf  [4]storeCall // storeMS's first calls, with no allocation
 	handlerMS float64
 	err       error // internal; logged, never sent to a client
 	permanent bool  // a store call failed for good (idemstore.Error.Permanent)
@@ -109,6 +110,8 @@ type observation struct {
 	// recordUser and recordKey are the record's ids, which a store's error
 	// may quote (redact).
 	recordUser, recordKey string
+	// storeAttrs holds the log line's store group.
+	storeAttrs [4]slog.Attr
 }
 
 // storeCall is the latency of one Store call; a repeated call adds up.
@@ -122,6 +125,14 @@ type storeCall struct {
 func (o *observation) timed(op string, call func() error) error {
 	start := time.Now()
 	err := call()
+	o.record(op, start, err)
+	return err
+}
+
+// record records a Store call of op that started at start and returned
+// err. A caller on a hot path calls it directly, with no closure to
+// allocate.
+func (o *observation) record(op string, start time.Time, err error) {
 	d := time.Since(start)
 	if o.span != nil {
 		o.span.StoreCall(op, start, d, errorClass(err))
@@ -131,11 +142,13 @@ func (o *observation) timed(op string, call func() error) error {
 		if o.storeMS[i].op == op {
 			o.storeMS[i].ms += ms
 			o.storeMS[i].calls++
-			return err
+			return
 		}
 	}
+	if o.storeMS == nil {
+		o.storeMS = o.storeBuf[:0]
+	}
 	o.storeMS = append(o.storeMS, storeCall{op: op, ms: ms, calls: 1})
-	return err
 }
 
 // storeTime is the time the Store calls of op have taken so far.
@@ -292,7 +305,9 @@ func (o *observation) emit(ctx context.Context, logger *slog.Logger, metrics *em
 			attrs = append(attrs, slog.String("handler", o.handler), slog.Float64("handler_ms", o.handlerMS))
 		}
 		if len(o.storeMS) > 0 {
-			store := make([]slog.Attr, 0, 2*len(o.storeMS))
+			// The group's attributes live in the observation while they
+			// fit: the line is written once, and nothing changes them.
+			store := o.storeAttrs[:0]
 			for _, c := range o.storeMS {
 				msKey, callsKey := storeKeys(c.op)
 				store = append(store, slog.Float64(msKey, c.ms))

@@ -44,6 +44,9 @@ func (e *Error) Unwrap() error { return e.Err }
 // IsPermanent reports whether err holds a *Error whose Permanent flag
 // is set: a failure of the store's configuration that no retry cures.
 func IsPermanent(err error) bool {
+	if err == nil {
+		return false // before se, which escapes: no allocation for nil
+	}
 	var se *Error
 	return errors.As(err, &se) && se.Permanent
 }

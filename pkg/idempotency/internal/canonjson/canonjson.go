@@ -37,6 +37,24 @@ const MaxDepth = 64
 // not already in order, a second buffer of the largest such object, and
 // four bytes per open member.
 func Write(h hash.Hash, body []byte) bool {
+	return WriteBuffered(h, body, nil)
+}
+
+// Buffers holds the emitting pass's buffers between calls, so that a
+// caller that canonicalises many bodies allocates them once. A Buffers is
+// used by one call at a time.
+type Buffers struct {
+	stage, out []byte
+	members    []uint32
+}
+
+// keptBuffer is the largest buffer a Buffers keeps for the next call: a
+// large body's buffers are left to the collector.
+const keptBuffer = 64 << 10
+
+// WriteBuffered is Write with its buffers taken from buf and kept there
+// for the next call; nil buf is Write.
+func WriteBuffered(h hash.Hash, body []byte, buf *Buffers) bool {
 	if len(body) > math.MaxUint32/2 {
 		return false
 	}
@@ -44,20 +62,36 @@ func Write(h hash.Hash, body []byte) bool {
 	if !m.document() {
 		return false
 	}
+	if buf == nil {
+		buf = &Buffers{}
+	}
 	e := canonicaliser{
 		src:     body,
 		h:       h,
-		stage:   make([]byte, 0, min(4096, m.n+8)),
-		out:     make([]byte, 0, m.maxOuter),
-		members: make([]uint32, 0, m.maxOpenMembers),
+		stage:   reuse(buf.stage, min(4096, m.n+8)),
+		out:     reuse(buf.out, m.maxOuter),
+		members: reuse(buf.members, m.maxOpenMembers),
 		tempCap: m.maxNested,
 	}
+	defer func() {
+		if cap(e.stage) <= keptBuffer && cap(e.out) <= keptBuffer && cap(e.members) <= keptBuffer {
+			buf.stage, buf.out, buf.members = e.stage[:0], e.out[:0], e.members[:0]
+		}
+	}()
 	writeLength(&e, m.n)
 	if !e.document() || e.n != m.n+8 {
 		return false // a repeated member name
 	}
 	e.flush()
 	return true
+}
+
+// reuse returns b emptied when it holds n elements, else a new slice.
+func reuse[T any](b []T, n int) []T {
+	if cap(b) >= n {
+		return b[:0]
+	}
+	return make([]T, 0, n)
 }
 
 // writeLength starts the frame of a part of n bytes.
