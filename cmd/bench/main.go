@@ -13,7 +13,7 @@
 //
 // Usage:
 //
-//	go run ./cmd/bench [-quick] [-out dir] [-only fingerprint,floor,beyond,hotpath,direct,delay,durability,e2e,coldstart,dynamodb,tracing,growth]
+//	go run ./cmd/bench [-quick] [-out dir] [-only fingerprint,floor,beyond,hotpath,direct,poolfloor,delay,durability,e2e,coldstart,dynamodb,tracing,growth]
 //
 // A quick run (short loops, small tables) checks the harness end to end and
 // writes to .local/bench/ unless -out says otherwise, so that its numbers
@@ -72,7 +72,7 @@ type config struct {
 }
 
 // sections in the order they run. growth runs last: it fills the table.
-var sections = []string{"fingerprint", "floor", "beyond", "hotpath", "direct", "delay", "durability", "e2e", "coldstart", "dynamodb", "tracing", "growth"}
+var sections = []string{"fingerprint", "floor", "beyond", "hotpath", "direct", "poolfloor", "delay", "durability", "e2e", "coldstart", "dynamodb", "tracing", "growth"}
 
 func main() {
 	if os.Getenv(envAwake) != "" {
@@ -303,6 +303,8 @@ func (b *bench) section(ctx context.Context, name string) error {
 		return b.hotPath(ctx)
 	case "direct":
 		return b.direct(ctx)
+	case "poolfloor":
+		return b.poolFloor(ctx)
 	case "delay":
 		return b.delayed(ctx)
 	case "durability":

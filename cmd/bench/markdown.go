@@ -94,6 +94,7 @@ func (b *bench) markdown(plots map[string]string) string {
 	}
 	b.hotPathMarkdown(&w)
 	b.directMarkdown(&w)
+	b.poolFloorMarkdown(&w)
 	b.beforeAfterMarkdown(&w)
 
 	if d := r.Durability; d != nil {

@@ -257,6 +257,8 @@ func profileOwner(f string) string {
 		return "pgxpool: acquiring and releasing connections"
 	case strings.HasPrefix(f, "github.com/jackc/pgx"):
 		return "pgx: encoding the call, decoding the answer"
+	case strings.HasPrefix(f, "database/sql"):
+		return "database/sql: its pool and driver calls"
 	case strings.HasPrefix(f, lib+"/pgstore"):
 		return "pgstore: the envelope, the answer"
 	case strings.Contains(f, "idempotency.(*decorator).fingerprint"), strings.HasPrefix(f, lib+".Fingerprint"), strings.HasPrefix(f, lib+"/internal/canonjson"):

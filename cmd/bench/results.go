@@ -26,6 +26,7 @@ type Results struct {
 	Beyond      *BeyondResult      `json:"beyond,omitempty"`
 	HotPath     *HotPathResult     `json:"hot_path,omitempty"`
 	Direct      *DirectResult      `json:"direct,omitempty"`
+	PoolFloor   *PoolFloorResult   `json:"pool_floor,omitempty"`
 	Delay       *DelayResult       `json:"delay,omitempty"`
 	Durability  *DurabilityResult  `json:"durability,omitempty"`
 	EndToEnd    *EndToEndResult    `json:"end_to_end,omitempty"`
@@ -168,6 +169,7 @@ func (r *Results) evaluate() {
 	}
 
 	r.directTargets(add)
+	r.poolFloorTargets(add)
 
 	if d := r.Durability; d != nil && len(d.Levels) > 0 {
 		var parts []string
