@@ -108,7 +108,7 @@ func newMiddleware(t *testing.T, st idemstore.Store, change ...func(*idempotency
 	return mw
 }
 
-func TestUserFromKeyScopesKeysByUser(t *testing.T) {
+func TestSubjectFromKeyScopesKeysByUser(t *testing.T) {
 	t.Parallel()
 	st := memstore.New()
 	var runs atomic.Int32
@@ -150,7 +150,7 @@ func TestNoUserIsRefused(t *testing.T) {
 	require.Empty(t, records(t, st), "nothing was claimed")
 }
 
-func TestUserFromKeyValueTypes(t *testing.T) {
+func TestSubjectFromKeyValueTypes(t *testing.T) {
 	t.Parallel()
 	st := memstore.New()
 	id := uuid.New()
