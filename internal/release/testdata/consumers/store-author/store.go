@@ -54,6 +54,9 @@ func (s *Store) Claim(ctx context.Context, c idemstore.Claim) (idemstore.ClaimRe
 	if err := ctx.Err(); err != nil {
 		return idemstore.ClaimResult{}, &idemstore.Error{Op: "claim", Err: err}
 	}
+	if err := checkIDs("claim", c.UserID, c.Key); err != nil {
+		return idemstore.ClaimResult{}, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := c.Now
@@ -89,6 +92,9 @@ func (s *Store) Complete(ctx context.Context, c idemstore.Completion) error {
 	if err := ctx.Err(); err != nil {
 		return &idemstore.Error{Op: "complete", Err: err}
 	}
+	if err := checkIDs("complete", c.UserID, c.Key); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	rec, err := s.owned(c.Ref)
@@ -110,6 +116,9 @@ func (s *Store) Release(ctx context.Context, r idemstore.Ref) error {
 	if err := ctx.Err(); err != nil {
 		return &idemstore.Error{Op: "release", Err: err}
 	}
+	if err := checkIDs("release", r.UserID, r.Key); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, err := s.owned(r); err != nil {
@@ -124,6 +133,9 @@ func (s *Store) Renew(ctx context.Context, r idemstore.Renewal) error {
 	if err := ctx.Err(); err != nil {
 		return &idemstore.Error{Op: "renew", Err: err}
 	}
+	if err := checkIDs("renew", r.UserID, r.Key); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	rec, err := s.owned(r.Ref)
@@ -135,4 +147,13 @@ func (s *Store) Renew(ctx context.Context, r idemstore.Renewal) error {
 		rec.ExpiresAt = r.LeaseUntil
 	}
 	return s.save(key(r.UserID, r.Key), rec)
+}
+
+// checkIDs refuses, for good, ids that are not lower-case UUIDs, as the
+// contract asks of every store.
+func checkIDs(op, userID, key string) error {
+	if err := idemstore.CheckIDs(userID, key); err != nil {
+		return &idemstore.Error{Op: op, Err: err, Permanent: true}
+	}
+	return nil
 }
