@@ -33,6 +33,7 @@ func Wrap[Req AnyRequest, Resp AnyResponse](h func(context.Context, Req) (Resp, 
 	if err != nil {
 		return nil, err
 	}
+	d.flat = true
 	return func(ctx context.Context, req Req) (Resp, error) {
 		view := RequestFrom(req)
 		if !d.protects(view.Method) {
@@ -64,6 +65,9 @@ type decorator struct {
 	// rawBodies: Middleware keeps a response body as its bytes, never
 	// base64.
 	rawBodies bool
+	// flat: Wrap answers in an events payload, so a replay that no hook
+	// reads is built straight into its shape (flatReplay).
+	flat bool
 }
 
 func newDecorator(cfg Config) (*decorator, error) {
@@ -157,6 +161,9 @@ func (d *decorator) serve(ctx context.Context, view Request, bodySize int, run f
 				"The request with this Idempotency-Key was processed, but its response was too large to be kept for replay. It will not be processed again; use a new key for a new request."))
 		case rec.Status == idemstore.StatusCompleted && rec.Response != nil:
 			obs.outcome, obs.status = OutcomeReplayed, rec.Response.StatusCode
+			if d.flat && d.cfg.OnReplay == nil {
+				return d.flatReplay(*rec.Response), false, nil
+			}
 			answer := d.replay(*rec.Response)
 			if d.cfg.OnReplay != nil {
 				rec.UserID, rec.Key = ref.UserID, ref.Key
@@ -333,6 +340,24 @@ func (d *decorator) replay(s idemstore.Response) apigw.Response {
 	}
 	set(ReplayedHeader, "true")
 	return apigw.Response{StatusCode: s.StatusCode, Headers: h, Body: s.Body, IsBase64Encoded: s.IsBase64Encoded}
+}
+
+// flatReplay is replay built for an events payload: the headers one value
+// each and the cookies apart, as ToResponse would make them of replay's
+// answer, with no http.Header between.
+func (d *decorator) flatReplay(s idemstore.Response) apigw.Response {
+	h := make(map[string]string, len(s.Headers)+1)
+	var cookies []string
+	for name, value := range s.Headers {
+		name = http.CanonicalHeaderKey(name)
+		if name == "Set-Cookie" {
+			cookies = append(cookies, decodeCookies(value)...)
+			continue
+		}
+		h[name] = value
+	}
+	h[ReplayedHeader] = "true"
+	return apigw.Response{StatusCode: s.StatusCode, Flat: h, Cookies: cookies, Body: s.Body, IsBase64Encoded: s.IsBase64Encoded}
 }
 
 // userID returns the authenticated user as a lower-case UUID (SubjectUUID

@@ -94,6 +94,11 @@ type Response struct {
 	Body string
 	// IsBase64Encoded reports that Body is base64 text.
 	IsBase64Encoded bool
+	// Flat, when Headers is nil, holds the headers with one value each,
+	// ready for a response's "headers", and Cookies the Set-Cookie values:
+	// a replay built straight into the payload's shape (ToResponse).
+	Flat    map[string]string
+	Cookies []string
 }
 
 // setCookie is the canonical name of the one header whose values can never
@@ -145,6 +150,9 @@ func FromResponse[R AnyResponse](resp R) Response {
 func ToResponse[R AnyResponse](resp Response) R {
 	var headers map[string]string
 	var cookies []string
+	if resp.Headers == nil && resp.Flat != nil {
+		headers, cookies = resp.Flat, resp.Cookies
+	}
 	for name, values := range resp.Headers {
 		if http.CanonicalHeaderKey(name) == setCookie {
 			cookies = append(cookies, values...)
@@ -167,6 +175,15 @@ func ToResponse[R AnyResponse](resp Response) R {
 	case *events.LambdaFunctionURLResponse:
 		*p = events.LambdaFunctionURLResponse{StatusCode: resp.StatusCode, Headers: headers, Body: resp.Body, IsBase64Encoded: resp.IsBase64Encoded, Cookies: cookies}
 	case *events.ALBTargetGroupResponse:
+		if resp.Headers == nil && resp.Flat != nil {
+			resp.Headers = make(http.Header, len(resp.Flat)+1)
+			for name, value := range resp.Flat {
+				resp.Headers.Set(name, value)
+			}
+			if len(resp.Cookies) > 0 {
+				resp.Headers[setCookie] = resp.Cookies
+			}
+		}
 		*p = toALB(resp)
 	}
 	return out

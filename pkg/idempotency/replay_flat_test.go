@@ -1,0 +1,29 @@
+package idempotency
+
+import (
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/stretchr/testify/require"
+
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
+	"github.com/ichido/ichido/pkg/idempotency/internal/apigw"
+)
+
+// TestFlatReplay checks that a replay built straight into an events
+// payload is the one replay and ToResponse make, for every payload.
+func TestFlatReplay(t *testing.T) {
+	d := &decorator{}
+	for _, s := range []idemstore.Response{
+		{StatusCode: 201, Body: `{"id":"1"}`},
+		{StatusCode: 200, Headers: map[string]string{"content-type": "application/json", "Location": "/tasks/1"}, Body: "x"},
+		{StatusCode: 302, Headers: map[string]string{"Set-Cookie": encodeCookies([]string{"a=1; Expires=Wed, 21 Oct 2026 07:28:00 GMT", "b=2"}), "Location": "/"}},
+		{StatusCode: 200, Headers: map[string]string{"set-cookie": "plain=1", ReplayedHeader: "false"}, Body: "AAAA", IsBase64Encoded: true},
+	} {
+		flat, full := d.flatReplay(s), d.replay(s)
+		require.Equal(t, apigw.ToResponse[events.APIGatewayV2HTTPResponse](full), apigw.ToResponse[events.APIGatewayV2HTTPResponse](flat))
+		require.Equal(t, apigw.ToResponse[events.APIGatewayProxyResponse](full), apigw.ToResponse[events.APIGatewayProxyResponse](flat))
+		require.Equal(t, apigw.ToResponse[events.LambdaFunctionURLResponse](full), apigw.ToResponse[events.LambdaFunctionURLResponse](flat))
+		require.Equal(t, apigw.ToResponse[events.ALBTargetGroupResponse](full), apigw.ToResponse[events.ALBTargetGroupResponse](flat))
+	}
+}
