@@ -66,6 +66,7 @@ import (
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
@@ -131,7 +132,7 @@ func New(pool *pgxpool.Pool, opts *Options) (*Store, error) {
 	}
 	st := &Store{db: pool, sql: newStatements(qualify), maxRecord: maxRecord}
 	if pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement {
-		st.db = directPool{Pool: pool, claim: st.sql.claimDirect}
+		st.db = directPool{Pool: pool, claim: st.sql.claimDirect, planned: plannedKey + st.sql.claimDirect}
 	}
 	return st, nil
 }
@@ -146,6 +147,8 @@ func New(pool *pgxpool.Pool, opts *Options) (*Store, error) {
 type directPool struct {
 	*pgxpool.Pool
 	claim string // the claim's statement, planned by setUp
+	// planned is plannedKey followed by claim, made once: not per call.
+	planned string
 }
 
 func (d directPool) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
@@ -217,7 +220,7 @@ func (d directPool) setUp(ctx context.Context, conn *pgx.Conn) error {
 	if known && !direct {
 		return errBehindPooler
 	}
-	if known && data[plannedKey+d.claim] != nil {
+	if known && data[d.planned] != nil {
 		return nil
 	}
 	if !known {
@@ -240,7 +243,7 @@ func (d directPool) setUp(ctx context.Context, conn *pgx.Conn) error {
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("preparing the claim: %w", err)
 	}
-	data[plannedKey+d.claim] = true
+	data[d.planned] = true
 	return nil
 }
 
@@ -304,7 +307,7 @@ func (s *Store) Claim(ctx context.Context, c idemstore.Claim) (idemstore.ClaimRe
 		claim = s.sql.claimDirect
 	}
 	var answer string
-	err := s.db.QueryRow(ctx, claim, c.UserID, c.Key, c.Fingerprint, c.Owner, c.Now, c.LeaseUntil, c.ExpiresAt).Scan(&answer)
+	err := s.db.QueryRow(ctx, claim, c.UserID, c.Key, c.Fingerprint, c.Owner, timestamptz(c.Now), timestamptz(c.LeaseUntil), timestamptz(c.ExpiresAt)).Scan(&answer)
 	if err != nil {
 		return idemstore.ClaimResult{}, storeError(ctx, "claim", err)
 	}
@@ -337,6 +340,10 @@ func (s *Store) Claim(ctx context.Context, c idemstore.Claim) (idemstore.ClaimRe
 	}
 	return idemstore.ClaimResult{Record: rec}, nil
 }
+
+// timestamptz is t as a timestamptz argument. pgx encodes a time.Time
+// through a wrapper it allocates; this value needs none, and encodes alike.
+func timestamptz(t time.Time) pgtype.Timestamptz { return pgtype.Timestamptz{Time: t, Valid: true} }
 
 // micro is t as PostgreSQL keeps it: microseconds, UTC.
 func micro(t time.Time) time.Time { return t.Truncate(time.Microsecond).UTC() }
