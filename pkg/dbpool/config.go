@@ -87,12 +87,12 @@ type Config struct {
 	// default credential chain (the function's execution role), loaded once
 	// by New.
 	Credentials aws.CredentialsProvider
-	// CA names the certificate authorities that verify the server in iam
-	// mode (DB_TLS_CA): CASystem ("system": the system roots, which on
-	// provided.al2023 include the Amazon Trust Services roots that sign RDS
-	// Proxy certificates), CARDS ("rds": the Amazon RDS CAs built into this
-	// package, which sign Aurora cluster certificates), or the path of a PEM
-	// file of CA certificates. Defaults to CASystem.
+	// CA names the certificate authorities that verify the server in iam mode
+	// (DB_TLS_CA). CASystem ("system") is the system roots. On
+	// provided.al2023 they include the Amazon Trust Services roots that sign
+	// RDS Proxy certificates. CARDS ("rds") is the Amazon RDS CAs built into
+	// this package, which sign Aurora cluster certificates. Any other value
+	// is the path of a PEM file of CA certificates. Defaults to CASystem.
 	CA string
 	// RootCAs, when set, verifies the server certificate in iam mode
 	// instead of the CAs that CA names.

@@ -1,22 +1,26 @@
 // Package dbpool opens the small PostgreSQL connection pool that a Lambda
-// function needs: to the Aurora writer with IAM authentication (a fresh auth
-// token for each new connection, TLS with full certificate verification),
-// through the RDS Proxy default endpoint or straight to the cluster's writer
-// endpoint, or, for local runs and tests, to a database given by URL.
+// function needs. It connects to the Aurora writer with IAM authentication: a
+// fresh auth token for each new connection, and TLS with full certificate
+// verification. It goes through the RDS Proxy default endpoint or straight to
+// the cluster's writer endpoint. For local runs and tests, it connects to a
+// database given by URL.
 //
 // Through RDS Proxy the server's certificate is checked against the system
 // roots (Amazon Trust Services); straight to the cluster, against the
 // Amazon RDS CAs built into this package (Config.CA, DB_TLS_CA=rds).
 //
-// The pool is shaped for Lambda and for a transaction-pooling proxy: a few
-// connections per execution environment and none kept open on purpose,
-// idle connections closed long before RDS Proxy would close them, a ping
-// before reusing a connection that sat idle (an environment may have been
-// frozen for minutes), and queries sent with the extended protocol's unnamed
-// statement only (pgx.QueryExecModeExec), so no prepared statement outlives
-// a transaction. Every new connection checks that it reached the writer:
-// the idempotency table is UNLOGGED, and UNLOGGED tables cannot be used on
-// replicas.
+// The pool is shaped for Lambda and for a transaction-pooling proxy:
+//   - A few connections per execution environment, and none kept open on
+//     purpose.
+//   - Idle connections closed long before RDS Proxy would close them.
+//   - A ping before reusing a connection that sat idle, since an environment
+//     may have been frozen for minutes.
+//   - Queries sent with the extended protocol's unnamed statement only
+//     (pgx.QueryExecModeExec), so no prepared statement outlives a
+//     transaction.
+//
+// Every new connection checks that it reached the writer: the idempotency
+// table is UNLOGGED, and UNLOGGED tables cannot be used on replicas.
 //
 // Code using the pool must not pin a proxy session either: no SET (use
 // SET LOCAL or set_config(..., true) inside a transaction if ever needed), no
@@ -62,14 +66,14 @@ func New(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
 }
 
 // Open is New for a caller that would rather answer requests than fail at
-// cold start while the database cannot be reached: when the first
-// connection fails because the server refused it, reset it, did not answer
-// within ConnectTimeout, or said it is starting up (an Aurora cluster
-// resuming from auto-pause does all of these), Open returns the pool
-// together with an error matching ErrUnreachable. The pool then connects on
-// first use, and each use fails after at most ConnectTimeout until the
-// server answers. Any other error (settings, TLS, authentication,
-// ErrNotWriter) comes with a nil pool, as from New.
+// cold start while the database cannot be reached. The first connection may
+// fail because the server refused it, reset it, did not answer within
+// ConnectTimeout, or said it is starting up. An Aurora cluster resuming from
+// auto-pause does all of these. Then Open returns the pool together with an
+// error matching ErrUnreachable. The pool then connects on first use, and
+// each use fails after at most ConnectTimeout until the server answers. Any
+// other error (settings, TLS, authentication, ErrNotWriter) comes with a nil
+// pool, as from New.
 func Open(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err

@@ -15,10 +15,11 @@ var ErrConfig = errors.New("dbpool: invalid database settings")
 // such a connection is refused instead of failing later on a query.
 var ErrNotWriter = errors.New("dbpool: the server is in recovery (a read replica), not the writer")
 
-// ErrUnreachable is returned (wrapped) by Open when the first connection
-// failed because the server could not be reached for now: refused, reset,
-// no answer within the connect timeout, or still starting up, as an Aurora
-// cluster is while it resumes from auto-pause. Open still returns the pool.
+// ErrUnreachable is returned (wrapped) by Open when the server could not be
+// reached for now. The first connection was refused or reset, got no answer
+// within the connect timeout, or found the server still starting up. An
+// Aurora cluster is starting up while it resumes from auto-pause. Open still
+// returns the pool.
 var ErrUnreachable = errors.New("dbpool: the database cannot be reached for now")
 
 // ConfigError names the setting that is wrong and says what to do about it.

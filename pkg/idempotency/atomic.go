@@ -45,13 +45,12 @@ func (r *runState) TakeCompletion(store any, result any) (idemstore.Completion, 
 	return c, ok, nil
 }
 
-// ReturnCompletion returns the completion TakeCompletion handed out but that was not
-// written, because the caller's transaction rolled back before it
-// committed: the engine then completes or releases the record itself when
-// the handler returns, as if the completion had never been taken, and
-// the handler may answer with another response (or call DoNotStore). It
-// reports false, and changes nothing, when the completion was not taken
-// over.
+// ReturnCompletion gives back a completion that TakeCompletion handed out but that
+// was not written. That happens when the caller's transaction rolled back before it
+// committed. The engine then completes or releases the record itself when the
+// handler returns, as if the completion had never been taken. The handler may answer
+// with another response, or call DoNotStore. It reports false, and changes nothing,
+// when the completion was not taken over.
 func (r *runState) ReturnCompletion() bool {
 	if !r.completionTaken.Load() {
 		return false

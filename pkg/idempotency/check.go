@@ -20,15 +20,14 @@ var probeUser = derivedUUID("store-check")
 // before it releases it.
 const probeLife = time.Minute
 
-// CheckStore checks, before the first request, that s can make every call
-// the engine makes, on a probe record of a user no client has (claimed,
-// completed under another owner token, which must write nothing, and
-// released), then runs s's own Check when s is an idemstore.Checker.
-// Nothing is left behind. Call it at cold start, so that a missing grant or
-// migration shows in the first log line rather than in the first client's
-// 500. It returns nil or the store's *idemstore.Error
-// (idemstore.IsPermanent: fix the deployment; else the store is
-// unreachable).
+// CheckStore checks, before the first request, that s can make every call the
+// engine makes. It works on a probe record of a user no client has. The
+// record is claimed, completed under another owner token (which must write
+// nothing), and released. Then CheckStore runs s's own Check when s is an
+// idemstore.Checker. Nothing is left behind. Call it at cold start, so that a
+// missing grant or migration shows in the first log line rather than in the
+// first client's 500. It returns nil or the store's *idemstore.Error
+// (idemstore.IsPermanent: fix the deployment; else the store is unreachable).
 func CheckStore(ctx context.Context, s idemstore.Store) error {
 	if s == nil {
 		return errors.New("idempotency: CheckStore needs a Store, got nil")

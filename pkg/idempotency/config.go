@@ -102,10 +102,11 @@ type Settings struct {
 	// the deadline's lease would be longer than Heartbeat. Defaults to false.
 	HeartbeatLongRuns bool
 
-	// WaitForResult lets a duplicate that finds its key in progress for the
-	// same request wait up to this long (never past its own deadline) for
-	// the first run's answer, polling the store, and replay it instead of
-	// answering 409 (ErrInProgress for a Function). Defaults to 0: no wait.
+	// WaitForResult is how long a duplicate waits for the first run's answer
+	// when it finds its key in progress for the same request. It never waits
+	// past its own deadline. It polls the store and replays the answer
+	// instead of answering 409 (ErrInProgress for a Function). Defaults to 0:
+	// no wait.
 	WaitForResult time.Duration
 
 	// LocalCache keeps completed records in this execution environment's

@@ -20,8 +20,8 @@ import (
 // engine is the one claim–run–finish flow behind every shape this package
 // offers: Wrap (API Gateway, Function URLs, ALB), Middleware (net/http),
 // Function (any typed function) and SQSHandler. Each shape turns its input
-// into a Ref and a fingerprint, lets the engine claim, decides what a
-// record that is not its own means for its caller, and hands the work to
+// into a Ref and a fingerprint and lets the engine claim. It decides what a
+// record that is not its own means for its caller. Then it hands the work to
 // execute, which runs it and completes or releases the record.
 type engine struct {
 	store         idemstore.Store
@@ -397,10 +397,10 @@ func (e *engine) complete(ctx context.Context, ref idemstore.Ref, resp idemstore
 	}
 }
 
-// errCompletedInTx is logged when a run whose handler took the completion
-// into its own transaction then failed or answered with a status that is
-// not stored: the release found the record completed by this run, which is
-// what that transaction leaves once it commits.
+// errCompletedInTx is logged when a handler took the completion into its own
+// transaction, then failed or answered with a status that is not stored. The
+// release found the record completed by this run. That is what the
+// transaction leaves once it commits.
 var errCompletedInTx = errors.New("the handler completed the record in its own transaction and then failed or answered with a status that is not stored; the record stays completed and its response replays")
 
 // releaseRun releases the run's key after its work failed or answered with

@@ -3,10 +3,10 @@
 // every retry of the same request with the same key gets the first response
 // back instead of running the work again. The same engine protects the
 // records of an SQS batch and any typed function, keyed by a part of its
-// input. Every shape runs one flow on one store: one claim round trip, a
-// lease that ends at the invocation's deadline, completion and release
-// fenced by an owner token, a release when the work fails or panics, and no
-// work at all while the store cannot be reached.
+// input. Every shape runs one flow on one store. One claim round trip
+// decides. The lease ends at the invocation's deadline. An owner token fences
+// completion and release. The record is released when the work fails or
+// panics. No work runs while the store cannot be reached.
 //
 // # Shapes
 //
@@ -44,24 +44,25 @@
 //		lambda.Start(h)
 //	}
 //
-// Config.Store is the only required field; every other field has a
-// documented default. Inside the handler, FromContext gives the key, the
-// user and the request's fingerprint. By default POST, PATCH and DELETE are
-// protected, the user is the "sub" claim of API Gateway's JWT or Cognito
-// authorizer (Config.Subject), and the key is a UUID version 4 in the
-// Idempotency-Key header. A retry of a completed request gets the stored
-// response with Idempotent-Replayed: true; the same key with another request
-// gets 422; a duplicate while the first still runs gets 409; a store that
-// cannot be reached gives 503 and the handler does not run. Every refusal is
-// an application/problem+json body with one of the Code constants.
+// Config.Store is the only required field. Every other field has a documented
+// default. Inside the handler, FromContext gives the key, the user and the
+// request's fingerprint. By default POST, PATCH and DELETE are protected, the
+// user is the "sub" claim of API Gateway's JWT or Cognito authorizer
+// (Config.Subject), and the key is a UUID version 4 in the Idempotency-Key
+// header. A retry of a completed request gets the stored response with
+// Idempotent-Replayed: true. The same key with another request gets 422. A
+// duplicate while the first still runs gets 409. A store that cannot be
+// reached gives 503, and the handler does not run. Every refusal is an
+// application/problem+json body with one of the Code constants.
 //
 // # More
 //
-// The full behaviour contract (which requests are protected, key formats
-// and sources, fingerprints, user subjects, the replay, the life of a key,
-// every answer a client can get, the cache, wait and heartbeat options,
-// failures, atomic completion, the log line and the metrics) is documented
-// in the project's library guide.
+// The project's library guide documents the full behaviour contract. It says
+// which requests are protected and covers key formats and sources,
+// fingerprints, user subjects and the replay. It follows the life of a key
+// and lists every answer a client can get. It explains the cache, wait and
+// heartbeat options, failures, atomic completion, the log line and the
+// metrics.
 //
 // Related packages: the stores pgstore, redisstore, dynamostore, memstore
 // (tests) and storeenv (the one the environment names), with dbpool for

@@ -2,10 +2,10 @@ package idempotency
 
 import "errors"
 
-// ErrResultNotKept is returned by a function made idempotent by Function
-// when its key completed before but the result could not be kept (it did
-// not encode as JSON, or was too large for the store): the function ran
-// once and does not run again. SQSHandler skips such a record as done.
+// ErrResultNotKept is returned by a function made idempotent by Function when
+// its key completed before but the result could not be kept. The result did not
+// encode as JSON, or was too large for the store. The function ran once and
+// does not run again. SQSHandler skips such a record as done.
 var ErrResultNotKept = errors.New("idempotency: the call with this key completed, but its result could not be kept")
 
 // ErrInProgress is returned by a function made idempotent by Function (and

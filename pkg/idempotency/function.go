@@ -87,15 +87,15 @@ func (c FunctionConfig[In]) validate() error {
 	return fmt.Errorf("idempotency: invalid FunctionConfig: %w", errors.Join(errs...))
 }
 
-// Function returns a function that behaves like fn and runs it at most once
-// per key (cfg.Key of the input) while the key's record lives: a repeat of
-// a call that succeeded gets the first result back, decoded from the JSON it
-// was stored as, without running fn. The rules are Wrap's: one claim round
-// trip decides; completion and release are fenced by the owner token; an
-// error or a panic of fn releases the record (the caller gets fn's own
-// error, a panic goes on); a repeat while the first call runs fails with
-// ErrInProgress; when the store cannot be reached the call fails with a
-// *idemstore.Error and fn does not run.
+// Function returns a function that behaves like fn and runs it at most once per
+// key while the key's record lives. The key is cfg.Key of the input. A repeat
+// of a call that succeeded gets the first result back, decoded from the JSON it
+// was stored as, without running fn. The rules are Wrap's. One claim round trip
+// decides. The owner token fences completion and release. An error or a panic
+// of fn releases the record: the caller gets fn's own error, and a panic goes
+// on. A repeat while the first call runs fails with ErrInProgress. When the
+// store cannot be reached, the call fails with a *idemstore.Error and fn does
+// not run.
 //
 // A result that does not encode as JSON, or is larger than the store's
 // largest record, is returned to this caller but cannot be kept: every

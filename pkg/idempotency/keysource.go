@@ -125,11 +125,11 @@ var errBodyNotJSON = errors.New("the request body is not the JSON this endpoint 
 // equals a Fingerprint.
 const fieldsHashVersion = "ichido-request-fields-hash-v1"
 
-// FingerprintBody returns a Config.Fingerprint over the method, the
-// concrete path and part(body): the request body (base64-decoded first
-// when so marked) decoded as JSON into T, and the value part returns of it,
-// encoded as JSON and canonicalised (object keys sorted, no white space).
-// It is Powertools' payload_validation_jmespath, typed. The mismatch rules:
+// FingerprintBody returns a Config.Fingerprint over the method, the concrete
+// path and part(body). The request body is base64-decoded first when so marked,
+// then decoded as JSON into T. The value part returns of it is encoded as JSON
+// and canonicalised: object keys sorted, no white space. It is Powertools'
+// payload_validation_jmespath, typed. The mismatch rules:
 //
 //   - a retry with the same key, method, path and part gets the stored
 //     response, whatever else differs (other body fields, their order, the

@@ -254,13 +254,13 @@ func fromALB(r events.ALBTargetGroupRequest) Request {
 	return out
 }
 
-// RequestFromHTTP returns the normalised view of a net/http request whose
-// body was read into body, as an HTTP API (payload format 2.0) would
-// deliver the same request, so that code written against Request (the
-// idempotency fingerprint, a handler) sees the same values behind API
-// Gateway and in a plain HTTP server: Version 2, the escaped path as sent,
-// the raw query string and its parsed parameters, lower-case header names with
-// every value, and the body's bytes as they are, never base64. Claims and
+// RequestFromHTTP returns the normalised view of a net/http request whose body
+// was read into body. It is the request as an HTTP API (payload format 2.0)
+// would deliver it. So code written against Request, such as the fingerprint or
+// a handler, sees the same values behind API Gateway and in a plain HTTP
+// server. The view has Version 2 and the escaped path as sent. It has the raw
+// query string and its parsed parameters, and lower-case header names with
+// every value. The body's bytes are as they are, never base64. Claims and
 // AuthorizerContext are nil: a plain server has no authorizer.
 func RequestFromHTTP(r *http.Request, body []byte) Request {
 	out := Request{

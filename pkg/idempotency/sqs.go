@@ -44,18 +44,22 @@ func SQSBodyKey[T any](key func(T) string) func(context.Context, events.SQSMessa
 // instead of being skipped as done.
 func SQSBody(m events.SQSMessage) ([]byte, error) { return []byte(m.Body), nil }
 
-// SQSHandler returns the handler of an SQS event source mapping that runs
-// fn once per record and key (cfg.Key, by default the message id) and
-// answers with the records to retry, for ReportBatchItemFailures: a record
-// whose fn fails or panics is reported failed and its key released; a
-// record whose key completed before is skipped as done; a record in
-// progress elsewhere, or met while the store cannot be reached or after
-// the invocation's context ended, is reported failed without running; on a
-// FIFO queue, the first failure of a message group fails the group's later
-// records in the batch. Records run in the batch's order. When none
-// succeeds, the handler also returns ErrBatchFailed, so that the batch is
-// retried even where ReportBatchItemFailures was left off (turn it on all
-// the same: otherwise a partly failed batch is deleted whole).
+// SQSHandler returns the handler of an SQS event source mapping that runs fn
+// once per record and key. The key is cfg.Key, by default the message id. The
+// handler answers with the records to retry, for ReportBatchItemFailures:
+//   - A record whose fn fails or panics is reported failed, and its key
+//     released.
+//   - A record whose key completed before is skipped as done.
+//   - A record in progress elsewhere is reported failed without running.
+//   - So is a record met while the store cannot be reached, or after the
+//     invocation's context ended.
+//   - On a FIFO queue, the first failure of a message group fails the group's
+//     later records in the batch.
+//
+// Records run in the batch's order. When none succeeds, the handler also
+// returns ErrBatchFailed, so that the batch is retried even where
+// ReportBatchItemFailures was left off (turn it on all the same: otherwise a
+// partly failed batch is deleted whole).
 //
 // cfg is that of Function, with cfg.Key defaulting to SQSMessageID.
 // SQSHandler returns an error, and no handler, when fn is nil or cfg is

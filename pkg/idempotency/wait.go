@@ -8,9 +8,9 @@ import (
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 )
 
-// Pauses between the polls of a duplicate that waits for the first
-// request's answer (Config.WaitForResult): from the first pause, growing by
-// half up to the longest, each with up to a fifth added at random so that
+// Pauses between the polls of a duplicate that waits for the first request's
+// answer (Config.WaitForResult). They start at the first pause and grow by half
+// up to the longest. Each gets up to a fifth added at random, so that
 // duplicates arriving together do not poll together.
 const (
 	firstWaitPause   = 20 * time.Millisecond

@@ -1,7 +1,7 @@
 // Package connectidem gives a Connect service (connectrpc.com/connect) the
-// idempotency contract of package idempotency, over the Connect, gRPC and
-// gRPC-Web protocols alike: a client sends an Idempotency-Key header with a
-// unary call, and every retry of the same call with the same key gets the
+// idempotency contract of package idempotency. It works over the Connect,
+// gRPC and gRPC-Web protocols alike. A client sends an Idempotency-Key header
+// with a unary call. Every retry of the same call with the same key gets the
 // first response back instead of running the procedure again.
 //
 //	store, err := pgstore.New(pool, nil)
@@ -19,12 +19,12 @@
 //	}
 //	mux.Handle(tasksv1connect.NewTasksServiceHandler(tasks, connect.WithInterceptors(idem)))
 //
-// It runs on idempotency.Function's engine, so every store and every
-// Settings field works as it does for a Lambda handler: one claim round
-// trip, a lease that ends at the client's deadline (plus LeaseMargin; a
-// call without a deadline holds a Heartbeat lease, renewed while it runs),
-// completion and release fenced by an owner token, and no run at all while
-// the store cannot be reached.
+// It runs on idempotency.Function's engine, so every store and every Settings
+// field works as it does for a Lambda handler. One claim round trip decides.
+// The lease ends at the client's deadline plus LeaseMargin. A call without a
+// deadline holds a Heartbeat lease, renewed while it runs. An owner token
+// fences completion and release. Nothing runs while the store cannot be
+// reached.
 //
 // # The call
 //
@@ -68,10 +68,11 @@
 // handler again. Response headers and trailers are not kept.
 //
 // Inside the server, a replayed connect.AnyResponse is not the handler's
-// *connect.Response[T] (Go cannot name that type at run time): its Any()
-// is a proto.Message whose reflection is the response type's, which every
-// codec and protobuf function sees, but a type assertion to *T fails.
-// Mount interceptors that assert the message's Go type inside this one.
+// *connect.Response[T], since Go cannot name that type at run time. Its
+// Any() is a proto.Message whose reflection is the response type's. Every
+// codec and protobuf function sees that type, but a type assertion to *T
+// fails. Mount interceptors that assert the message's Go type inside this
+// one.
 //
 // # Which procedures
 //

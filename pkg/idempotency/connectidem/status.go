@@ -18,14 +18,13 @@ import (
 const ErrorDomain = "ichido"
 
 // Storable reports whether a handler's error with this code is kept and
-// replayed, as the HTTP shapes keep a response (idempotency.Storable) of
-// the code's HTTP status: InvalidArgument, FailedPrecondition, OutOfRange,
-// Unauthenticated, PermissionDenied and NotFound, which a retry of the
-// same call would get again. Every other error (Aborted, AlreadyExists and
-// ResourceExhausted, transient like 409 and 429; Canceled,
-// DeadlineExceeded, Unavailable, Internal, Unknown, an error that is not a
-// *connect.Error) releases the key, so that the retry runs the handler
-// again.
+// replayed. It follows idempotency.Storable for the code's HTTP status. The
+// codes kept are InvalidArgument, FailedPrecondition, OutOfRange,
+// Unauthenticated, PermissionDenied and NotFound. A retry of the same call
+// would get them again. Every other error (Aborted, AlreadyExists and
+// ResourceExhausted, transient like 409 and 429; Canceled, DeadlineExceeded,
+// Unavailable, Internal, Unknown, an error that is not a *connect.Error)
+// releases the key, so that the retry runs the handler again.
 func Storable(code connect.Code) bool {
 	return rpcidem.Storable(rpcidem.Code(code))
 }

@@ -207,15 +207,14 @@ func timeOf(m map[string]types.AttributeValue, name string) (time.Time, error) {
 	return time.UnixMicro(n).UTC(), nil
 }
 
-// ItemSize is the size of item in bytes as DynamoDB counts it against its
-// item limit (MaxItemBytes) and for capacity: each attribute's name and
-// value, UTF-8 bytes for strings, raw bytes for binaries, 1 byte for a
-// Boolean or null, 3 bytes for a map or list plus 1 for each element, and
-// for a number 1 byte per two significant digits plus 1. DynamoDB calls
-// the number's size approximate; ItemSize counts every digit of the
-// number's text, which is never less. A write of an item costs one write
-// unit per KB of it, rounded up; a strongly consistent read one read unit
-// per 4 KB.
+// ItemSize is the size of item in bytes as DynamoDB counts it against its item
+// limit (MaxItemBytes) and for capacity. It adds up each attribute's name and
+// value. A string counts its UTF-8 bytes and a binary its raw bytes. A Boolean
+// or null counts 1 byte. A map or list counts 3 bytes plus 1 for each element.
+// A number counts 1 byte per two significant digits, plus 1. DynamoDB calls the
+// number's size approximate; ItemSize counts every digit of the number's text,
+// which is never less. A write of an item costs one write unit per KB of it,
+// rounded up; a strongly consistent read one read unit per 4 KB.
 func ItemSize(item map[string]types.AttributeValue) int {
 	return itemSize(item)
 }

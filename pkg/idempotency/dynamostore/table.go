@@ -45,12 +45,12 @@ func (s *Store) TimeToLiveInput() *dynamodb.UpdateTimeToLiveInput {
 	}
 }
 
-// Check implements idemstore.Checker: one DescribeTable, which shows
-// before the first request that the table exists, that the function may
-// describe it (a role without the store's grants usually lacks this one
-// too), and that its key schema is the one Options.Names give. It changes
-// nothing. A fault is a *idemstore.Error of op "check", permanent
-// when it is one of configuration.
+// Check implements idemstore.Checker with one DescribeTable. It shows before
+// the first request that the table exists and that the function may describe
+// it. A role without the store's grants usually lacks this one too. It also
+// shows that the key schema is the one Options.Names give. It changes nothing.
+// A fault is a *idemstore.Error of op "check", permanent when it is one of
+// configuration.
 func (s *Store) Check(ctx context.Context) error {
 	out, err := s.client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: s.table})
 	if err != nil {

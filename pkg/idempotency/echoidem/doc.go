@@ -22,17 +22,16 @@
 // there. Mount the idempotency middleware after the one that sets the user;
 // a request without one is refused with 401.
 //
-// The handlers after the middleware keep Echo's response and chain:
-// c.JSON, headers set on c.Response() and the answer of a returned error
-// (echo.NewHTTPError, written by the Echo's HTTPErrorHandler) make the
-// answer that is kept and replayed, or released when it is a 5xx; a replay
-// or refusal skips the handlers; a panic releases the key and goes on to
-// Echo's Recover, which answers on the real response. Inside a handler, the
-// run's Info is idempotency.FromContext(c.Request().Context()), and that
-// context is the one to stop on: it is cancelled when the run's lease is
-// lost. A protected request's response is buffered (see
-// idempotency.Middleware): serve a stream or a WebSocket on a method that is
-// not protected.
+// The handlers after the middleware keep Echo's response and chain. Their
+// answer is kept and replayed, or released when it is a 5xx. It is made by
+// c.JSON, headers set on c.Response() and the answer of a returned error. The
+// Echo's HTTPErrorHandler writes that error (echo.NewHTTPError). A replay or
+// refusal skips the handlers. A panic releases the key and goes on to Echo's
+// Recover, which answers on the real response. Inside a handler, the run's Info
+// is idempotency.FromContext(c.Request().Context()), and that context is the
+// one to stop on: it is cancelled when the run's lease is lost. A protected
+// request's response is buffered (see idempotency.Middleware): serve a stream
+// or a WebSocket on a method that is not protected.
 //
 // The package is a module of its own, so that Echo reaches only the
 // programs that import it.

@@ -33,19 +33,18 @@ func Middleware(cfg idempotency.Config) (echo.MiddlewareFunc, error) {
 // middleware. The Echo context is made reachable from the request's
 // context, where SubjectFrom, SubjectFromKey and ParamKey find it.
 //
-// When mw runs the handlers after it, they run with c.Request() the request
-// mw hands on (its context carries idempotency.FromContext's Info, and is
-// cancelled when the run's lease is lost) and, for a protected request,
-// c.Response() an echo.Response over the response mw buffers. An error the
-// handler returns is answered there by the Echo's HTTPErrorHandler
-// (c.Error), so that its answer is the one kept (a 4xx) or released (a
-// 5xx); the error is returned as well, as Echo's own logger middleware
-// does, for the middleware before this one to see: an error handler must
-// skip a committed response, as Echo's default one does. When mw answers
-// itself (a replay, a refusal), the handlers after it do not run. Either
-// way c.Response() and c.Request() are the outer ones again when the
-// middleware returns, also when a handler panics, so that Echo's Recover
-// answers a panic on the real response (the key is released first).
+// When mw runs the handlers after it, c.Request() is the request mw hands on.
+// Its context carries idempotency.FromContext's Info, and is cancelled when the
+// run's lease is lost. For a protected request, c.Response() is an
+// echo.Response over the response mw buffers. An error the handler returns is
+// answered there by the Echo's HTTPErrorHandler (c.Error). So its answer is the
+// one kept (a 4xx) or released (a 5xx). The error is returned as well, as
+// Echo's own logger middleware does, for the middleware before this one to see.
+// An error handler must therefore skip a committed response, as Echo's default
+// one does. When mw answers itself (a replay, a refusal), the handlers after it
+// do not run. Either way c.Response() and c.Request() are the outer ones again
+// when the middleware returns, also when a handler panics, so that Echo's
+// Recover answers a panic on the real response (the key is released first).
 func Adapt(mw func(http.Handler) http.Handler) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) (err error) {

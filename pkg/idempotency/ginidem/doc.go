@@ -21,16 +21,15 @@
 // otherwise not there. Mount the idempotency middleware after the one that
 // sets the user; a request without one is refused with 401.
 //
-// The handlers after the middleware keep gin's writer and chain: c.JSON,
-// c.Header, c.Status and c.AbortWithStatusJSON make the answer that is kept
-// and replayed, a replay or refusal aborts the rest of the chain, and a
-// panic releases the key and goes on to gin's Recovery, which answers on the
-// real response. Inside a handler, the run's Info is
-// idempotency.FromContext(c.Request.Context()), and c.Request.Context() is
-// the context to stop on: it is cancelled when the run's lease is lost.
-// A protected request's response is buffered (see idempotency.Middleware):
-// serve a stream or a hijacked connection on a method that is not
-// protected.
+// The handlers after the middleware keep gin's writer and chain. c.JSON,
+// c.Header, c.Status and c.AbortWithStatusJSON make the answer that is kept and
+// replayed. A replay or refusal aborts the rest of the chain. A panic releases
+// the key and goes on to gin's Recovery, which answers on the real response.
+// Inside a handler, the run's Info is
+// idempotency.FromContext(c.Request.Context()), and c.Request.Context() is the
+// context to stop on: it is cancelled when the run's lease is lost. A protected
+// request's response is buffered (see idempotency.Middleware): serve a stream
+// or a hijacked connection on a method that is not protected.
 //
 // The package is a module of its own, so that gin reaches only the programs
 // that import it.

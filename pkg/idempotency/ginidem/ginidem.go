@@ -32,16 +32,15 @@ func Middleware(cfg idempotency.Config) (gin.HandlerFunc, error) {
 // middleware. The gin context is made reachable from the request's
 // context, where SubjectFrom, SubjectFromKey and ParamKey find it.
 //
-// When mw runs the handlers after it, they run as gin's chain does (c.Next),
-// with c.Request the request mw hands on (its context carries
+// When mw runs the handlers after it, they run as gin's chain does (c.Next).
+// c.Request is the request mw hands on. Its context carries
 // idempotency.FromContext's Info, and is cancelled when the run's lease is
-// lost) and, for a protected request, c.Writer a gin.ResponseWriter over the
-// response mw buffers: headers, c.JSON, c.Status and aborts all land in the
-// answer that is kept. When mw answers itself (a replay, a refusal), the
-// rest of the chain is aborted. Either way c.Writer and c.Request are the
-// outer ones again when the middleware returns, also when a handler
-// panics, so that gin's Recovery answers a panic on the real response (the
-// key is released first).
+// lost. For a protected request, c.Writer is a gin.ResponseWriter over the
+// response mw buffers. Headers, c.JSON, c.Status and aborts all land in the
+// answer that is kept. When mw answers itself (a replay, a refusal), the rest
+// of the chain is aborted. Either way c.Writer and c.Request are the outer ones
+// again when the middleware returns, also when a handler panics, so that gin's
+// Recovery answers a panic on the real response (the key is released first).
 func Adapt(mw func(http.Handler) http.Handler) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		outerWriter, outerRequest := c.Writer, c.Request

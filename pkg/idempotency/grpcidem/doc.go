@@ -1,7 +1,7 @@
 // Package grpcidem gives a gRPC server the idempotency contract of package
-// idempotency: a client sends an idempotency-key with a unary call, and
-// every retry of the same call with the same key gets the first response
-// back instead of running the method again.
+// idempotency. A client sends an idempotency-key with a unary call. Every
+// retry of the same call with the same key gets the first response back
+// instead of running the method again.
 //
 //	store, err := pgstore.New(pool, nil)
 //	if err != nil {
@@ -18,12 +18,12 @@
 //	}
 //	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(authenticate, idem))
 //
-// It runs on idempotency.Function's engine, so every store and every
-// Settings field works as it does for a Lambda handler: one claim round
-// trip, a lease that ends at the client's deadline (plus LeaseMargin; a
-// call without a deadline holds a Heartbeat lease, renewed while it runs),
-// completion and release fenced by an owner token, and no run at all while
-// the store cannot be reached.
+// It runs on idempotency.Function's engine, so every store and every Settings
+// field works as it does for a Lambda handler. One claim round trip decides.
+// The lease ends at the client's deadline plus LeaseMargin. A call without a
+// deadline holds a Heartbeat lease, renewed while it runs. An owner token
+// fences completion and release. Nothing runs while the store cannot be
+// reached.
 //
 // # The call
 //

@@ -24,12 +24,12 @@
 // nothing and return ErrLeaseLost. Ownership ends only when another claim
 // takes the record over; no method compares times to decide it.
 //
-// Two clocks. A claim takes over a record whose lease or expiry has passed,
-// judged against the earlier of the caller's clock (Claim.Now) and the
-// server's, so that a caller whose clock runs ahead never takes over a
-// lease that is live by the server's clock, and one whose clock runs behind
-// only takes over later. The times a store keeps are the caller's. Record.Live
-// is the rule, written once.
+// Two clocks. A claim takes over a record whose lease or expiry has passed. It
+// judges against the earlier of the caller's clock (Claim.Now) and the
+// server's. A caller whose clock runs ahead never takes over a lease that is
+// live by the server's clock. One whose clock runs behind only takes over
+// later. The times a store keeps are the caller's. Record.Live is the rule,
+// written once.
 //
 // Lost replies. A claim can commit and its reply be lost; the engine then
 // repeats it with the same owner token. A claim by the same owner of its own
@@ -81,11 +81,11 @@
 // choice: the answer is for display, and Get and List never show such a
 // record.
 //
-// An embedded store (in the process, or a file) keeps every rule above;
-// its own clock is the server's. It may leave out what has no meaning for
-// it: storetest's broken and misconfigured stores (no server to lose, no
-// privileges), the LostReply and Processes parts (no reply on a network to
-// lose, one process), and prefixes when it has none.
+// An embedded store (in the process, or a file) keeps every rule above; its own
+// clock is the server's. It may leave out what has no meaning for it. Without a
+// server to lose or privileges, it skips storetest's broken and misconfigured
+// stores. With no reply on a network to lose and one process, it skips the
+// LostReply and Processes parts. It skips prefixes when it has none.
 //
 // # Proving a store
 //

@@ -22,12 +22,12 @@ type Error struct {
 	// Err is the underlying driver error.
 	Err error
 	// Permanent is set by the Store when repeating the call cannot succeed
-	// until someone changes the deployment: missing privileges, missing
-	// objects (table, functions, schema, database), failed authentication,
-	// a value under the store's keys that is not a record, a response too
-	// large to keep (ErrTooLarge). The engine does not retry such a failure
-	// and still fails closed. False means transient: the network, a
-	// timeout, a failover, throttling.
+	// until someone changes the deployment. Examples are missing privileges and
+	// missing objects (table, functions, schema, database). Others are failed
+	// authentication, a value under the store's keys that is not a record, and
+	// a response too large to keep (ErrTooLarge). The engine does not retry
+	// such a failure and still fails closed. False means transient: the
+	// network, a timeout, a failover, throttling.
 	Permanent bool
 }
 

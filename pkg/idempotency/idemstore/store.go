@@ -208,15 +208,15 @@ type Response struct {
 	Body string `json:"body"`
 	// IsBase64Encoded is the handler's own flag for Body.
 	IsBase64Encoded bool `json:"isBase64Encoded,omitempty"`
-	// NotKept marks the record of a run that completed but whose response
-	// could not be kept: it was too large for the store (ErrTooLarge), or a
+	// NotKept marks the record of a run that completed but whose response could
+	// not be kept: it was too large for the store (ErrTooLarge), or a
 	// function's result does not encode as JSON. StatusCode then holds the
 	// first response's status (0 for a function), and Headers, Body and
 	// IsBase64Encoded are empty. A Store keeps the mark with the record and
-	// returns it from Claim like any other field; the engine answers a
-	// retry with it (422 idempotency_response_not_kept for HTTP,
-	// ErrResultNotKept for a function, a record skipped as done for SQS)
-	// and never runs the work again.
+	// returns it from Claim like any other field. The engine answers a retry
+	// with it and never runs the work again. HTTP gets 422
+	// idempotency_response_not_kept, a function ErrResultNotKept, and SQS a
+	// record skipped as done.
 	NotKept bool `json:"notKept,omitempty"`
 	// Origin names the traced run that produced the response, so that a
 	// replay can point at it; nil when that run was not traced. A Store
@@ -243,16 +243,16 @@ type Checker interface {
 	Check(ctx context.Context) error
 }
 
-// Admin is an optional capability of a Store: reading and deleting records
-// by user and key, for operators (the operations command's get, list and
-// delete) and for the record's times that Config.OnReplay is given when
-// the claim did not return them. pgstore, redisstore, dynamostore and
-// memstore implement it. None of it is on a request's hot path, except Get for a
-// replay hook on a store whose claim returns no times (pgstore).
+// Admin is an optional capability of a Store: reading and deleting records by
+// user and key. Operators use it through the operations command's get, list and
+// delete. It also gives Config.OnReplay the record's times when the claim did
+// not return them. pgstore, redisstore, dynamostore and memstore implement it.
+// None of it is on a request's hot path, except Get for a replay hook on a
+// store whose claim returns no times (pgstore).
 //
-// A record whose ExpiresAt has passed (by the server's clock, where there
-// is one) counts as absent, as for Claim; an in-progress record whose lease
-// ran out is still returned (its LeaseUntil says so), since that is what an
+// A record whose ExpiresAt has passed counts as absent, as for Claim. The
+// server's clock judges that, where there is one. An in-progress record whose
+// lease ran out is still returned, and its LeaseUntil says so. That is what an
 // operator looks for.
 type Admin interface {
 	// Get returns the record (userID, key), with its Response when

@@ -4,10 +4,10 @@
 //
 //	h, err := idempotency.Wrap(createOrder, idempotency.Config{Store: memstore.New()})
 //
-// It keeps the Store contract (claims, leases and their renewal, expiry,
-// the owner's fencing) and passes the conformance suite of package storetest, so a
-// handler's test sees what production would: a retry replays, a duplicate
-// in progress is refused, an error releases the key. It also implements
+// It keeps the Store contract: claims, leases and their renewal, expiry, the
+// owner's fencing. It passes the conformance suite of package storetest. So a
+// handler's test sees what production would. A retry replays, a duplicate in
+// progress is refused, and an error releases the key. It also implements
 // idemstore.Admin, so a test can look at the records a handler left.
 //
 // Its records live in the process and die with it: it is not a store for

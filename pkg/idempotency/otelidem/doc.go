@@ -13,12 +13,12 @@
 //
 // # Spans
 //
-// Each protected call (an HTTP request of Wrap or Middleware, a Function
-// call, one record of an SQSHandler batch) is one span of kind internal,
-// a child of the span in the call's context (the HTTP server span of
-// otelhttp, the invocation span of otellambda), and the parent of what
-// the handler does. It is named "idempotency" and the HTTP method
-// ("idempotency POST"), the method of a gRPC or Connect call ("idempotency
+// Each protected call is one span of kind internal. A call is an HTTP request
+// of Wrap or Middleware, a Function call, or one record of an SQSHandler batch.
+// The span is a child of the span in the call's context, such as otelhttp's
+// HTTP server span or otellambda's invocation span. It is the parent of what
+// the handler does. It is named "idempotency" and the HTTP method ("idempotency
+// POST"), the method of a gRPC or Connect call ("idempotency
 // shop.v1.Orders/Create"), or FunctionConfig.Name ("idempotency
 // record-task-activity"). Its attributes, set when it starts:
 //
@@ -60,10 +60,10 @@
 //
 // # Replays point at their origin
 //
-// The run that completes a record leaves its span's trace and span ids in
-// the record (when the span is sampled), and a replay's span gets a link
-// to that span, from any process that reads the record later: the answer
-// a client got twice leads to the one run that produced it.
+// The run that completes a record leaves its span's trace and span ids in the
+// record, when the span is sampled. A replay's span gets a link to that span,
+// from any process that reads the record later. So the answer a client got
+// twice leads to the one run that produced it.
 //
 // # Metrics
 //
@@ -80,10 +80,10 @@
 // "store_permanent") are ichido.calls by ichido.outcome, ichido.claimed,
 // ichido.cached, ichido.waited and error.type.
 //
-// Every attribute value is bounded by the program (its methods, function
-// names and stores) or by ichido (outcomes, classes): none is a key, a
-// user, a tenant, a path or a body, so that they may all become metric
-// dimensions and be kept in a tracing backend.
+// Every attribute value is bounded by the program (its methods, function names
+// and stores) or by ichido (outcomes, classes). None is a key, a user, a
+// tenant, a path or a body. So they may all become metric dimensions and be
+// kept in a tracing backend.
 //
 // # On AWS Lambda
 //

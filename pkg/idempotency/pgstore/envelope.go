@@ -19,9 +19,9 @@ import (
 const encodingBase64 = "base64"
 
 // envelope is what response_body holds: the stored response as a JSON object
-// whose body is a JSON string, never a parsed JSON value, so that JSONB's
-// normalisation (key order, white space, duplicate keys, number forms) cannot
-// touch it and the replay is byte for byte.
+// whose body is a JSON string. The body is never a parsed JSON value. So
+// JSONB's normalisation (key order, white space, duplicate keys, number forms)
+// cannot touch it, and the replay is byte for byte.
 //
 // JSONB text cannot hold every Go string: \u0000 is refused and invalid UTF-8
 // would be replaced by U+FFFD on the way in. A body (or a header set) holding

@@ -20,11 +20,11 @@ import (
 )
 
 // migrationFiles are the key store's own migrations: the table, the purge
-// procedure and the functions the Store calls. They are plain SQL, applied
-// in the schema Migrate is given; the goose annotations in them are
-// comments to everything but goose, so the same files can be copied into a
-// goose, tern, Atlas or Flyway migration set (Migrations, or
-// the operations command's -sql gives them out). This folder is their one source.
+// procedure and the functions the Store calls. They are plain SQL, applied in
+// the schema Migrate is given. Their goose annotations are comments to
+// everything but goose. So the same files can be copied into a goose, tern,
+// Atlas or Flyway migration set. Migrations, or the operations command's -sql,
+// gives them out. This folder is their one source.
 //
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
@@ -62,13 +62,13 @@ const (
 // means all defaults.
 type MigrateOptions struct {
 	// Schema is where the key store's table, procedure and functions are
-	// created; it is created when missing. A Store reads it with the same
-	// name in Options.Schema. It is the name as it is, case and all (no
-	// quotes: Migrate quotes it wherever it writes it into SQL), and at most
-	// 63 bytes, the longest name PostgreSQL keeps (max_identifier_length): a
-	// longer one is refused, as PostgreSQL would cut it. Defaults to "", the
-	// connection's current schema (the first of its search_path that
-	// exists, public by default).
+	// created; it is created when missing. A Store reads it with the same name
+	// in Options.Schema. It is the name as it is, case and all, with no quotes:
+	// Migrate quotes it wherever it writes it into SQL. It is at most 63 bytes,
+	// the longest name PostgreSQL keeps (max_identifier_length). A longer one
+	// is refused, as PostgreSQL would cut it. Defaults to "", the connection's
+	// current schema (the first of its search_path that exists, public by
+	// default).
 	Schema string
 	// Cron says how the hourly purge is scheduled. Defaults to CronAuto.
 	Cron CronMode
@@ -93,12 +93,12 @@ type MigrateResult struct {
 
 // CronJob is a pg_cron job scheduled by Migrate.
 type CronJob struct {
-	// Name is the job's name in cron.job, one per key store:
-	// "purge-idempotency" for the public schema of the cron database (the
-	// name that pg_cron users know), else "purge-idempotency <database>.<schema>", each
-	// name quoted as SQL would quote it (purge-idempotency app."Keys"); a
-	// name longer than pg_cron keeps (63 bytes) is "purge-idempotency #"
-	// and 40 hex digits of its SHA-256.
+	// Name is the job's name in cron.job, one per key store. It is
+	// "purge-idempotency" for the public schema of the cron database, the name
+	// that pg_cron users know. Otherwise it is "purge-idempotency
+	// <database>.<schema>", each name quoted as SQL would quote it
+	// (purge-idempotency app."Keys"). A name longer than pg_cron keeps (63
+	// bytes) becomes "purge-idempotency #" and 40 hex digits of its SHA-256.
 	Name string
 	// CronDatabase is the database pg_cron keeps its jobs in
 	// (cron.database_name).

@@ -61,15 +61,15 @@ func detach(rec idemstore.Record) idemstore.Record {
 	return rec
 }
 
-// List implements idemstore.Admin: SCAN over the store's prefix (and the
-// user, when q names one) on every primary, since a record's hash tag is
-// its whole identity, and one user's records spread over every
-// slot; then a GET per key found. Only the store's own keys are read: the
-// prefix exactly, then "{", a user id, ":", a key and "}", each id a
-// lower-case UUID, so that a key of a prefix that starts with this one
-// (even with braces of its own) is not matched. A value that is not a
-// record is left out. It reads every record that matches, to sort them
-// newest first: it is for operators, never for a request's path.
+// List implements idemstore.Admin with a SCAN over the store's prefix, and the
+// user when q names one. It scans every primary, since a record's hash tag is
+// its whole identity and one user's records spread over every slot. Then it
+// makes a GET per key found. Only the store's own keys are read: the prefix
+// exactly, then "{", a user id, ":", a key and "}". Each id is a lower-case
+// UUID. So a key of a prefix that starts with this one is not matched, even
+// with braces of its own. A value that is not a record is left out. It reads
+// every record that matches, to sort them newest first: it is for operators,
+// never for a request's path.
 func (s *Store) List(ctx context.Context, q idemstore.ListQuery) ([]idemstore.Record, error) {
 	pattern := globEscape(s.prefix) + "{" + idGlob + ":" + idGlob + "}"
 	if q.UserID != "" {

@@ -7,14 +7,13 @@
 // Valkey 8.1 or Redis 8.4 and later a first request's completion is a plain
 // command instead of a script.
 //
-// Each record is one string value under "<prefix>{<user_id>:<key>}". The
-// braces are a hash tag that holds the whole identity of the record, so
-// that on a cluster (Redis Cluster, ElastiCache Serverless) records spread
-// over every slot, even when they share one user: a Function without a
-// Scope keeps all its records under the function's user. Every command and
-// script touches one key. Records written under the earlier key name
-// "<prefix>{<user_id>}:<key>", whose hash tag held the user alone, are not
-// read.
+// Each record is one string value under "<prefix>{<user_id>:<key>}". The braces
+// are a hash tag that holds the whole identity of the record. So on a cluster
+// (Redis Cluster, ElastiCache Serverless) records spread over every slot, even
+// when they share one user. A Function without a Scope keeps all its records
+// under the function's user. Every command and script touches one key. Records
+// written under the earlier key name "<prefix>{<user_id>}:<key>", whose hash
+// tag held the user alone, are not read.
 //
 // Both ids are lower-case UUIDs (every call refuses other ids with a
 // permanent error), whose fixed length makes the prefix an exact boundary:
@@ -30,46 +29,44 @@
 //
 //	SET <key> <caller's in-progress record> NX PX <ttl ms> GET
 //
-// No reply (nil) means the key was free and the caller holds it. A value is
-// the stored record, decoded in Go: when the caller's clock says it is
-// present (not expired; completed, or in progress with a live lease), the
-// claim answers with it: a replay, a duplicate in progress, a reused key,
-// or, for the same owner and request hash in progress, the caller's own
-// claim again (a lost reply). Only when the caller's clock says the stored
-// record is absent does the takeover script run: it reads the value again
-// and decides against the earlier of the caller's clock (Claim.Now, Unix
-// microseconds) and the server's (TIME), so that a caller whose clock runs
-// ahead never takes over a lease that is live by the server's clock, and
-// one whose clock runs behind only takes over later. It replaces the
-// record atomically, or returns the live one, which Go answers with; a key
-// that vanished since the SET is written as by the SET. An injected clock
-// set in the past still drives every branch.
+// No reply (nil) means the key was free and the caller holds it. A value is the
+// stored record, decoded in Go. The caller's clock may say it is present: not
+// expired, and completed or in progress with a live lease. Then the claim
+// answers with it. It is a replay, a duplicate in progress or a reused key. For
+// the same owner and request hash in progress, it is the caller's own claim
+// again (a lost reply). Only when the caller's clock says the stored record is
+// absent does the takeover script run. It reads the value again. It decides
+// against the earlier of the caller's clock (Claim.Now, Unix microseconds) and
+// the server's (TIME). A caller whose clock runs ahead never takes over a lease
+// that is live by the server's clock. One whose clock runs behind only takes
+// over later. It replaces the record atomically, or returns the live one, which
+// Go answers with; a key that vanished since the SET is written as by the SET.
+// An injected clock set in the past still drives every branch.
 //
-// Complete, Release and Renew are each one Lua script (EVALSHA, falling
-// back to EVAL when the server does not know it yet): GET, check the status
-// (in progress) and the owner token, then SET the completed record, DEL, or
-// overwrite the lease in place (SETRANGE) and raise the key's time to live
-// to cover it (PEXPIRE GT). They are fenced by the owner and the status, not
-// by the lease. Where the server has SET … IFEQ (Valkey 8.1 and later,
-// Redis 8.4 and later), Complete is one plain command instead:
+// Complete, Release and Renew are each one Lua script, run with EVALSHA or with
+// EVAL when the server does not know it yet. The script does a GET and checks
+// the status (in progress) and the owner token. Then Complete does a SET of the
+// completed record, and Release a DEL. Renew overwrites the lease in place
+// (SETRANGE) and raises the key's time to live to cover it (PEXPIRE GT). They
+// are fenced by the owner and the status, not by the lease. Where the server
+// has SET … IFEQ (Valkey 8.1 and later, Redis 8.4 and later), Complete is one
+// plain command instead:
 //
 //	SET <key> <completed record> IFEQ <the run's in-progress record> PX <ttl ms>
 //
 // The store remembers the bytes of each run's in-progress record from its
-// claim, and follows its own renewals, so the write happens only over that
-// very record: a value that holds the run's owner token and the in-progress
-// status, the script's fence. When the bytes differ (the record was taken
-// over, or renewed where this store did not see it) nothing is written and
-// the script decides; a server that refuses IFEQ gets the script from then
-// on.
+// claim, and follows its own renewals. So the write happens only over that very
+// record. That value holds the run's owner token and the in-progress status,
+// the script's fence. When the bytes differ (the record was taken over, or
+// renewed where this store did not see it) nothing is written and the script
+// decides; a server that refuses IFEQ gets the script from then on.
 //
-// Expired records are removed by Redis itself: each write gives the key
-// the record's time to live (PX), ExpiresAt − Now (while in progress, up to
-// the later of ExpiresAt and the lease), counted on the server's clock, so
-// that a caller whose clock runs behind does not see its record vanish at
-// once; one whose clock runs ahead by s sees it vanish s before its
-// ExpiresAt, at the end of a TTL of hours. The claim's decision is always
-// taken with the times above.
+// Redis itself removes expired records. Each write gives the key the record's
+// time to live (PX), ExpiresAt − Now. While in progress, it is up to the later
+// of ExpiresAt and the lease. It is counted on the server's clock. So a caller
+// whose clock runs behind does not see its record vanish at once. One whose
+// clock runs ahead by s sees it vanish s before its ExpiresAt, at the end of a
+// TTL of hours. The claim's decision is always taken with the times above.
 //
 // # Record format
 //
@@ -93,9 +90,9 @@
 //	                after its length (2 bytes), then its time (8 bytes)
 //	       the rest the response body, raw bytes (empty while in progress)
 //
-// Version 2 is version 1 with the origin: a record without one is written
-// in version 1, byte for byte as before, and a reader that knows version 1
-// alone refuses a record with an origin instead of replaying it wrong.
+// Version 2 is version 1 with the origin. A record without one is written in
+// version 1, byte for byte as before. A reader that knows version 1 alone
+// refuses a record with an origin instead of replaying it wrong.
 //
 // Every variable field but the last carries its length, so no byte in an
 // owner, a header or a body can break the parsing, and the body replays
@@ -349,9 +346,9 @@ func (s *Store) Release(ctx context.Context, r idemstore.Ref) error {
 }
 
 // Renew implements idemstore.Store: the lease of the caller's in-progress
-// record moves to r.LeaseUntil (and its expires at too, when the lease
-// reaches past it); the key then lives at least until the new lease,
-// counted from r.Now on the server's clock.
+// record moves to r.LeaseUntil. Its expires at moves too, when the lease
+// reaches past it. The key then lives at least until the new lease, counted
+// from r.Now on the server's clock.
 func (s *Store) Renew(ctx context.Context, r idemstore.Renewal) error {
 	if err := cmp.Or(ctx.Err(), idemstore.CheckIDs(r.UserID, r.Key)); err != nil {
 		return storeError(ctx, "renew", err)

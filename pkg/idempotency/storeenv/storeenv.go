@@ -109,12 +109,12 @@ func (e *Error) Is(target error) bool { return target == ErrEnv }
 // Options adds what the environment does not say. A nil *Options means all
 // defaults.
 type Options struct {
-	// Pool, when set, is the PostgreSQL pool a postgres store keeps its
-	// records through, and the database variables are not read: a program
-	// that already has a pool for its own tables passes it (an application
-	// does), and the close function leaves it open. Defaults to nil: Open
-	// builds a pool from the environment (dbpool.ConfigFromEnv, dbpool.Open)
-	// and the close function closes it.
+	// Pool, when set, is the PostgreSQL pool a postgres store keeps its records
+	// through. The database variables are then not read. A program that already
+	// has a pool for its own tables passes it, as an application does. The
+	// close function leaves it open. Defaults to nil: Open builds a pool from
+	// the environment (dbpool.ConfigFromEnv, dbpool.Open) and the close
+	// function closes it.
 	Pool *pgxpool.Pool
 	// Postgres configures a postgres store (the schema of the key store).
 	// Defaults to nil: pgstore's defaults, with IDEMPOTENCY_SCHEMA's
@@ -165,14 +165,14 @@ func Kind(getenv func(string) string) (string, error) {
 	return kind, nil
 }
 
-// Open builds the store the environment names, read through getenv
-// (os.Getenv in a main), and returns it with the function that closes what
-// Open opened (safe to call more than once). A postgres store's own pool
-// connects once (dbpool.New), so that a wrong setting fails here; a redis
-// store connects on its first command, and a dynamodb store on its first
-// call (the AWS SDK's default credentials: the function's role on Lambda). Errors for the environment match ErrEnv (and, for the
-// database variables, dbpool.ErrConfig); a database that cannot be reached
-// gives dbpool's error.
+// Open builds the store the environment names, read through getenv (os.Getenv
+// in a main), and returns it with the function that closes what Open opened
+// (safe to call more than once). A postgres store's own pool connects once
+// (dbpool.New), so that a wrong setting fails here. A redis store connects on
+// its first command. A dynamodb store connects on its first call, with the AWS
+// SDK's default credentials (the function's role on Lambda). Errors for the
+// environment match ErrEnv (and, for the database variables, dbpool.ErrConfig);
+// a database that cannot be reached gives dbpool's error.
 func Open(ctx context.Context, getenv func(string) string, opts *Options) (idemstore.Store, func(), error) {
 	if opts == nil {
 		opts = &Options{}

@@ -13,10 +13,9 @@ import (
 	"github.com/ichido/ichido/pkg/idempotency/internal/runctx"
 )
 
-// functionFaultCases are function and batch answers once found wrong:
-// work that ran again after its result could not be kept, done messages
-// failed after a payload check was added, and a completion taken by a
-// store that is not the run's.
+// functionFaultCases are function and batch answers once found wrong. Work ran
+// again after its result could not be kept. Done messages failed after a
+// payload check was added. A store that is not the run's took a completion.
 var functionFaultCases = []functionCase{
 	{"a result that does not encode completes the key, and a repeat does not run again", func(t *testing.T, e *funcEnv) {
 		cfg := config(e, orderID)

@@ -129,11 +129,11 @@ func (s *faultyStore) calls() int {
 	return int(s.claims.Load() + s.completes.Load() + s.releases.Load() + s.renews.Load())
 }
 
-// fakeClock is a settable clock. It starts two hours before the real time
-// (truncated to the millisecond) and the cases move it forward by at most a
-// little over an hour: stores decide takeover and expiry against the
-// earlier of the caller's clock and their server's, so the injected clock
-// drives every branch as long as it stays behind the real time.
+// fakeClock is a settable clock. It starts two hours before the real time,
+// truncated to the millisecond. The cases move it forward by at most a little
+// over an hour. Stores decide takeover and expiry against the earlier of the
+// caller's clock and their server's. So the injected clock drives every branch
+// as long as it stays behind the real time.
 type fakeClock struct {
 	mu  sync.Mutex
 	now time.Time

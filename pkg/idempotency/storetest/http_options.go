@@ -22,11 +22,11 @@ import (
 	"github.com/ichido/ichido/pkg/idempotency/internal/runctx"
 )
 
-// optionCases are answers once found wrong where options meet:
-// callers merged into one user, cookies split on replay, methods and
-// bodies the middleware misjudged, replays that lost the body's encoding,
-// tokens refused for being sent in both of a REST API's header maps, and
-// a completion taken by a store that is not the run's.
+// optionCases are answers once found wrong where options meet. Callers were
+// merged into one user, and cookies split on replay. The middleware misjudged
+// methods and bodies. Replays lost the body's encoding. Tokens were refused for
+// being sent in both of a REST API's header maps. A store that is not the run's
+// took a completion.
 var optionCases = []behaviourCase{
 	{"two sessions of one IAM role are two users", func(t *testing.T, e *env) {
 		if e.p.name != "function-url" {

@@ -22,11 +22,11 @@ import (
 )
 
 // ReplyCutter is a loopback TCP proxy in front of a store's server that can
-// lose one reply: armed with CutReplyTo, it lets the request that carries a
-// marker through to the server, drops the reply and closes that connection
-// both ways, as a timeout or a reset does after the server has already done
-// the work. A client that connects to Addr instead of the server sees
-// nothing else of it.
+// lose one reply. Armed with CutReplyTo, it lets the request that carries a
+// marker through to the server. Then it drops the reply and closes that
+// connection both ways. A timeout or a reset does the same after the server has
+// already done the work. A client that connects to Addr instead of the server
+// sees nothing else of it.
 type ReplyCutter struct {
 	ln     net.Listener
 	target string

@@ -1,8 +1,8 @@
-// Package storetest proves an idemstore.Store on a real server: the
-// store contract case by case, then the engine's behaviour on the store
-// (every HTTP shape, net/http, Function and SQSHandler, a lost claim reply,
-// one SQS batch handled by several processes at once). It is for store
-// authors; every store of this module passes it.
+// Package storetest proves an idemstore.Store on a real server. It checks the
+// store contract case by case, then the engine's behaviour on the store. That
+// covers every HTTP shape, net/http, Function and SQSHandler, a lost claim
+// reply, and one SQS batch handled by several processes at once. It is for
+// store authors; every store of this module passes it.
 //
 // A store's test calls Run once with what the suite needs:
 //
@@ -21,17 +21,18 @@
 // the cases run in parallel, each with fresh random users and keys, so the
 // stores New hands out may share one database.
 //
-// The contract's cases pass every time in, and no case sleeps. Stores
-// decide takeover and expiry against the earlier of the caller's clock and
-// their server's, so the suite's clock starts an hour in the past and moves
-// forward from there: a store that consulted only its own clock would see
-// the suite's leases as long run out and fail the conflict cases. Records
-// keep a TTL of a day, so that no purge running on real time touches them.
-// Two cases use the real time, to show that a caller whose clock runs ahead
-// cannot take over a live lease and that one whose clock runs behind only
-// takes over later. A store on its own clock fails ExpiryOnTheCallersClock,
-// and the behaviour parts stop at once with the same message. When a claim does not hold the record, the suite checks
-// Record.Owner and the times only where the store filled them in.
+// The contract's cases pass every time in, and no case sleeps. Stores decide
+// takeover and expiry against the earlier of the caller's clock and their
+// server's. So the suite's clock starts an hour in the past and moves forward
+// from there. A store that consulted only its own clock would see the suite's
+// leases as long run out. It would fail the conflict cases. Records keep a TTL
+// of a day, so that no purge running on real time touches them. Two cases use
+// the real time, to show that a caller whose clock runs ahead cannot take over
+// a live lease and that one whose clock runs behind only takes over later. A
+// store on its own clock fails ExpiryOnTheCallersClock, and the behaviour parts
+// stop at once with the same message. When a claim does not hold the record,
+// the suite checks Record.Owner and the times only where the store filled them
+// in.
 package storetest
 
 import (
@@ -92,14 +93,14 @@ type Config struct {
 	// and that the engine keeps the key completed with the not-kept marker.
 	// Defaults to 0: those cases are skipped.
 	TooLargeBody int
-	// NewWithPrefix returns a store whose records live under prefix (its
-	// key prefix; "" for the store's default), on the same server, database
-	// or table as every other store it returns for the same test. With it
-	// the suite checks that a prefix is an exact boundary: stores on a
-	// prefix, on that prefix with one more character and on the default
-	// each list, get, delete and write only their own records, whatever
-	// ids they are given. Defaults to nil: that case is skipped (a store
-	// without prefixes has nothing to check).
+	// NewWithPrefix returns a store whose records live under prefix (its key
+	// prefix; "" for the store's default), on the same server, database or
+	// table as every other store it returns for the same test. With it the
+	// suite checks that a prefix is an exact boundary. It runs stores on a
+	// prefix, on that prefix with one more character, and on the default. Each
+	// lists, gets, deletes and writes only its own records, whatever ids it is
+	// given. Defaults to nil: that case is skipped (a store without prefixes
+	// has nothing to check).
 	NewWithPrefix func(t *testing.T, prefix string) idemstore.Store
 	// Concurrency is how many goroutines race for one key in the concurrent
 	// cases. Defaults to 50.

@@ -15,14 +15,14 @@
 //	http.Handle("POST /webhooks/stripe", mw(handleStripeEvent))
 //
 // A delivery whose signature does not verify is answered with 401
-// webhook_signature_invalid, and neither the store nor the handler sees it.
-// A verified delivery without an id is refused with 400
-// webhook_delivery_id_missing. A verified delivery runs the handler once per id:
-// its answer is kept (2xx, 3xx, 4xx but 408, 409, 425 and 429) and a retry
-// or redelivery of it gets that answer again, while a 5xx, an error or a
-// panic releases the id so that the provider's next retry runs the handler
-// again; a retry that arrives while the first attempt still runs gets 409,
-// which every provider here retries later.
+// webhook_signature_invalid, and neither the store nor the handler sees it. A
+// verified delivery without an id is refused with 400
+// webhook_delivery_id_missing. A verified delivery runs the handler once per
+// id. Its answer is kept when it is a 2xx, a 3xx, or a 4xx but 408, 409, 425
+// and 429. A retry or redelivery of it gets that answer again. A 5xx, an error
+// or a panic releases the id, so the provider's next retry runs the handler
+// again. A retry that arrives while the first attempt still runs gets 409.
+// Every provider here retries that later.
 //
 // The presets (Stripe, GitHub, Shopify, StandardWebhooks) know where each
 // provider puts the id and how it signs. Each refuses an empty or short

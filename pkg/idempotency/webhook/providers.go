@@ -269,18 +269,18 @@ const (
 	StandardSignatureHeader = "webhook-signature"
 )
 
-// StandardWebhooks returns the preset of a sender that follows the
-// Standard Webhooks specification (Svix, and the providers built on it)
-// with the endpoint's symmetric secret, "whsec_" and the base64 of the
-// key: the key is webhook-id, the same on every retry of one message; the
-// signature is webhook-signature, a space-separated list of "v1,<base64>"
-// (more than one during a secret's rotation), HMAC-SHA256 of
-// "<webhook-id>.<webhook-timestamp>.<body>" under the decoded key, with
-// webhook-timestamp within opts' tolerance. The signature covers the id,
-// the timestamp and the body: webhook-id is the record's key. Asymmetric
-// ("v1a") signatures are not checked: a delivery that carries only those
-// is refused. It returns an error when secret does not decode to a key of
-// at least 16 bytes.
+// StandardWebhooks returns the preset of a sender that follows the Standard
+// Webhooks specification, such as Svix and the providers built on it. It takes
+// the endpoint's symmetric secret: "whsec_" and the base64 of the key. The key
+// is webhook-id, the same on every retry of one message. The signature is
+// webhook-signature, a space-separated list of "v1,<base64>". It holds more
+// than one during a secret's rotation. Each is HMAC-SHA256 of
+// "<webhook-id>.<webhook-timestamp>.<body>" under the decoded key. The
+// webhook-timestamp must be within opts' tolerance. The signature covers the
+// id, the timestamp and the body: webhook-id is the record's key. Asymmetric
+// ("v1a") signatures are not checked: a delivery that carries only those is
+// refused. It returns an error when secret does not decode to a key of at least
+// 16 bytes.
 func StandardWebhooks(secret string, opts *Options) (Provider, error) {
 	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, "whsec_"))
 	if err != nil || len(key) < minSecretLength {

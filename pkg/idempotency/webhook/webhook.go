@@ -18,11 +18,11 @@ import (
 	"github.com/ichido/ichido/pkg/idempotency/internal/problem"
 )
 
-// DefaultTTL is how long a delivery's record lives by default: 4 days, past
-// the longest automatic retry window of the providers here (Standard
-// Webhooks' example schedule ends 75.6 hours after the first attempt,
-// Stripe retries for 3 days, GitHub redelivers on request deliveries of the
-// past 3 days), with most of a day to spare.
+// DefaultTTL is how long a delivery's record lives by default. Its 4 days pass
+// the longest automatic retry window of the providers here, with most of a day
+// to spare. Standard Webhooks' example schedule ends 75.6 hours after the first
+// attempt. Stripe retries for 3 days. GitHub redelivers, on request, deliveries
+// of the past 3 days.
 const DefaultTTL = 96 * time.Hour
 
 // CodeSignatureInvalid is the code of the refusal of a delivery whose
@@ -70,12 +70,11 @@ type Provider struct {
 	Verify func(r *http.Request, body []byte) error
 }
 
-// Middleware returns net/http middleware for a webhook endpoint of p: it
-// checks each delivery's signature (p.Verify), then runs
-// idempotency.Middleware keyed by the delivery's id (p.ID), so that a
-// retry or redelivery of a delivery that was answered gets the first
-// answer again (Idempotent-Replayed: true) instead of running the handler
-// twice.
+// Middleware returns net/http middleware for a webhook endpoint of p. It checks
+// each delivery's signature (p.Verify), then runs idempotency.Middleware keyed
+// by the delivery's id (p.ID). A retry or redelivery of a delivery that was
+// answered gets the first answer again (Idempotent-Replayed: true). The handler
+// does not run twice.
 //
 // cfg is idempotency.Middleware's, with these differences: Key, KeyFormat,
 // Subject and Fingerprint are the preset's and must be left unset; TTL
