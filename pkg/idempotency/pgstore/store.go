@@ -17,11 +17,11 @@
 //   - Renew calls idempotency_key_renew, an UPDATE of the lease fenced the
 //     same way.
 //
-// Takeover and expiry are decided against the earlier of the caller's
-// clock (Claim.Now) and the server's: a caller whose clock runs ahead never
-// takes over a lease that is live by the server's clock, and one whose clock
-// runs behind only takes over later. An injected clock set in the past still
-// drives every branch. The stored times are the caller's.
+// Takeover and expiry are decided against the earlier of the caller's clock
+// (Claim.Now) and the server's. A caller whose clock runs ahead never takes
+// over a lease that is live by the server's clock. One whose clock runs behind
+// only takes over later. An injected clock set in the past still drives every
+// branch. The stored times are the caller's.
 //
 // The statements keep no session state (no SET, no advisory locks, no
 // SQL-level PREPARE) and work in every pgx query exec mode. The mode is the
@@ -42,10 +42,10 @@
 //     anything is written, rather than a claim that succeeds by chance and
 //     a completion that fails after the handler ran.
 //
-// A mode that prepares statements behind a proxy is also met, on a path the
-// check does not cover (CompleteRunInTx on another pool, the describe
-// modes), by SQLSTATE 26000 or 42P05; the store answers both as a
-// permanent error too (see permanent).
+// A mode that prepares statements behind a proxy may also take a path the check
+// does not cover: CompleteRunInTx on another pool, or the describe modes. There
+// it meets SQLSTATE 26000 or 42P05. The store answers both as a permanent error
+// too (see permanent).
 //
 // The schema is the only boundary between services: stores on one schema
 // share its records, stores on two schemas share nothing. There is no key
@@ -113,11 +113,11 @@ type querier interface {
 var _ idemstore.Store = (*Store)(nil)
 
 // New returns a Store that keeps its records through pool. The pool's
-// configuration (query exec mode, connection limits, authentication) is
-// left as it is; its query exec mode chooses the store's path (see the
-// package documentation): QueryExecModeCacheStatement, pgx's default, is
-// for a direct connection only, and behind a pooler every call fails. It
-// fails only when pool is nil.
+// configuration (query exec mode, connection limits, authentication) is left as
+// it is. Its query exec mode chooses the store's path (see the package
+// documentation). QueryExecModeCacheStatement, pgx's default, is for a direct
+// connection only. Behind a pooler, every call in that mode fails. It fails
+// only when pool is nil.
 func New(pool *pgxpool.Pool, opts *Options) (*Store, error) {
 	if pool == nil {
 		return nil, errors.New("pgstore: the pool is nil")
@@ -137,13 +137,13 @@ func New(pool *pgxpool.Pool, opts *Options) (*Store, error) {
 	return st, nil
 }
 
-// directPool is the Store's pool when it prepares statements (pgx's
-// QueryExecModeCacheStatement, its default; dbpool.QueryModePrepared):
-// each statement runs on a connection that was shown, on its first use by
-// a Store, to be a session of its own on the server, so that no claim is
+// directPool is the Store's pool when it prepares statements: pgx's
+// QueryExecModeCacheStatement, its default, or dbpool.QueryModePrepared. Each
+// statement runs on a connection shown to be a session of its own on the
+// server. A Store checks that on the connection's first use. So no claim is
 // made through a connection pooler that would lose the statements the
-// completion needs. The Admin methods, which are not on the hot path, use
-// the pool as it is.
+// completion needs. The Admin methods, which are not on the hot path, use the
+// pool as it is.
 type directPool struct {
 	*pgxpool.Pool
 	claim string // the claim's statement, planned by setUp
@@ -247,10 +247,10 @@ func (d directPool) setUp(ctx context.Context, conn *pgx.Conn) error {
 	return nil
 }
 
-// planUser and planKey name the record that setUp claims in a transaction
-// it rolls back, so that nothing of it is ever kept: ids that no user is
-// given (a derived id is a hash, never this one) and no client sends (not
-// a version 4 UUID).
+// planUser and planKey name the record that setUp claims in a transaction it
+// rolls back, so that nothing of it is ever kept. No user is given these ids: a
+// derived id is a hash, never this one. No client sends them, since they are
+// not version 4 UUIDs.
 const (
 	planUser = "00000000-0000-8000-8000-000000000000"
 	planKey  = "00000000-0000-8000-8000-000000000000"
@@ -357,13 +357,12 @@ func (s *Store) Complete(ctx context.Context, c idemstore.Completion) error {
 }
 
 // CompleteRunInTx completes the run's record inside tx, the caller's own
-// transaction, so that the record is completed if and only if tx commits:
-// there is no moment at which the work is committed but the key is still in
-// progress. It is called inside a handler run by idempotency.Wrap or
-// Middleware (result: the response it is about to return, one of
-// idempotency.AnyResponse) or a function run by idempotency.Function or
-// SQSHandler (result: its result); the engine then does not complete the
-// record itself.
+// transaction, so that the record is completed if and only if tx commits: there
+// is no moment at which the work is committed but the key is still in progress.
+// It is called inside a handler run by idempotency.Wrap or Middleware, with the
+// response it is about to return (one of idempotency.AnyResponse) as result. Or
+// it is called inside a function run by idempotency.Function or SQSHandler,
+// with its result. The engine then does not complete the record itself.
 //
 //	if _, err := store.CompleteRunInTx(ctx, tx, resp); err != nil {
 //		return rollbackAndFail(err) // ErrLeaseLost: another invocation owns the key
@@ -400,17 +399,18 @@ func (s *Store) CompleteRunInTx(ctx context.Context, tx pgx.Tx, result any) (boo
 // back both. It is for a handler whose response is known before its writes
 // are sent (ids and times made by the handler).
 //
-// It reports false and queues nothing when there is nothing to complete
-// (as CompleteRunInTx), and fails, queuing nothing, when s is not the run's
-// Store, result is not of the run's kind, or the response is larger than
-// the store keeps. Otherwise it returns done, to be called once the
-// batch's results have been read (BatchResults.Close): nil when the
-// completion was written; idemstore.ErrLeaseLost when the record is no
-// longer the run's (nothing was written to it, but the batch's other
-// statements did commit); a *idemstore.Error when the completion failed or
-// did not run, in which case the batch rolled back and the completion is
-// given back to the engine, which completes or releases the record itself
-// when the handler returns (the handler may answer otherwise then).
+// It reports false and queues nothing when there is nothing to complete (as
+// CompleteRunInTx). It fails and queues nothing when s is not the run's Store,
+// when result is not of the run's kind, or when the response is larger than the
+// store keeps. Otherwise it returns done, to be called once the batch's results
+// have been read (BatchResults.Close). done returns:
+//   - nil when the completion was written.
+//   - idemstore.ErrLeaseLost when the record is no longer the run's. Nothing
+//     was written to it, but the batch's other statements did commit.
+//   - A *idemstore.Error when the completion failed or did not run. The batch
+//     rolled back, and the completion is given back to the engine. The engine
+//     completes or releases the record itself when the handler returns. The
+//     handler may answer otherwise then.
 func (s *Store) CompleteRunInBatch(ctx context.Context, b *pgx.Batch, result any) (done func(ctx context.Context) error, ok bool, err error) {
 	run, c, ok, err := s.takeCompletion(ctx, result)
 	if err != nil || !ok {
