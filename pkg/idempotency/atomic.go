@@ -12,16 +12,15 @@ import (
 	"github.com/ichido/ichido/pkg/idempotency/internal/runctx"
 )
 
-// TakeCompletion hands the completion of the run to its caller, for a write by
-// store inside the caller's own transaction (pgstore's CompleteRunInTx and
-// CompleteRunInBatch): the engine then does not complete the record
-// itself. result is what the run answers with: for a handler run by Wrap
-// or Middleware the response it is about to return (one of the
-// AnyResponse types), for a function run by Function or SQSHandler its
-// result (kept as JSON). It reports false, and changes nothing, after
+// TakeCompletion hands the run's completion to its caller, for store to write
+// in the caller's own transaction (pgstore's CompleteRunInTx and
+// CompleteRunInBatch). The engine then does not complete the record. result is
+// what the run answers with. A handler run by Wrap or Middleware passes its
+// response (an AnyResponse type). A function run by Function or SQSHandler
+// passes its result, kept as JSON. It reports false, and changes nothing, after
 // DoNotStore, for a response that is not stored (Storable), or when the
-// completion was already taken. It fails, changing nothing, when store is
-// not the run's store or result is not of the run's kind.
+// completion was already taken. It fails, changing nothing, when store is not
+// the run's store or result is not of the run's kind.
 func (r *runState) TakeCompletion(store any, result any) (idemstore.Completion, bool, error) {
 	if any(r.e.store) != store {
 		return idemstore.Completion{}, false, errors.New("idempotency: the store is not the one this run was claimed with; complete with the engine's own Store")
@@ -77,13 +76,13 @@ func responseView(v any) (apigw.Response, bool) {
 	return apigw.Response{}, false
 }
 
-// DoNotStore tells the engine not to store the answer of the run that ctx
-// belongs to: when it returns, the record is released, and the next request
-// with the key runs again. A handler calls it when its own data shows that
-// the key belongs to another request (a retry after the key store was lost,
-// refused with 422, whose answer must not become the key's). It reports
-// false, and changes nothing, outside a protected run or after the
-// completion was written in the handler's own transaction.
+// DoNotStore tells the engine not to store the answer of ctx's run. The record
+// is then released, and the next request with the key runs again. A handler
+// calls it when its own data shows that the key belongs to another request. An
+// example is a retry after the key store was lost: it is refused with 422, an
+// answer that must not become the key's. It reports false, and changes nothing,
+// outside a protected run or after the completion was written in the handler's
+// own transaction.
 func DoNotStore(ctx context.Context) bool {
 	run, ok := currentRun(ctx)
 	if !ok || run.completionTaken.Load() {

@@ -12,13 +12,13 @@ const (
 )
 
 // LocalCache configures a cache of completed records in the execution
-// environment (a Lambda instance, a server process). It is a bounded LRU
-// whose entries expire with their records. It answers a repeat from memory,
-// with no store round trip, when this process completed the record. It does
-// the same for a record replayed from a store that reported its expiry. Only
-// completed records are cached, so the store still decides who runs;
-// completions written in the handler's own transaction are not cached, since
-// only the handler knows whether they committed.
+// environment (a Lambda instance, a server process). It is a bounded LRU whose
+// entries expire with their records. It answers a repeat from memory, with no
+// store round trip, when this process completed the record. It does the same
+// for a record replayed from a store that reported its expiry. Only completed
+// records are cached, so the store still decides who runs. Completions written
+// in the handler's own transaction are not cached: only the handler knows if
+// they committed.
 type LocalCache struct {
 	// MaxEntries bounds the number of cached records. Defaults to 1024
 	// (DefaultCacheEntries).

@@ -30,9 +30,9 @@ const (
 	DefaultLeaseMargin = 2 * time.Second
 	// DefaultNamespace is the CloudWatch namespace of the metrics.
 	DefaultNamespace = "ichido"
-	// DefaultMaxBodyBytes is the largest request body accepted: 6 MiB, the
-	// most a Lambda function is handed in one synchronous invocation, so
-	// that no request Lambda delivers is refused by default.
+	// DefaultMaxBodyBytes is the largest request body accepted: 6 MiB. That is
+	// the most a synchronous Lambda invocation carries, so no request Lambda
+	// delivers is refused by default.
 	DefaultMaxBodyBytes = 6 << 20
 	// DefaultFinishTimeout bounds completing or releasing a record, retries
 	// included.
@@ -43,13 +43,13 @@ const (
 var DefaultMethods = []string{http.MethodPost, http.MethodPatch, http.MethodDelete}
 
 // SubjectFunc returns the authenticated user of a request. It must read only
-// what authenticated the request (API Gateway's authorizer, a Function
-// URL's IAM check, a verified token; see IAMPrincipal, ALBOIDC and
-// BearerToken), never a header or body field that a client sets freely. It
-// returns "" (or an error, which is logged and never shown to the client)
-// when there is no user; the decorator then answers 401. The result is the
-// subject as the identity provider issued it (IssuerSubject with its issuer
-// where several reach one store): the decorator keeps SubjectUUID of it.
+// what authenticated the request, never a header or body field that a client
+// sets freely. That is API Gateway's authorizer, a Function URL's IAM check, or
+// a verified token (IAMPrincipal, ALBOIDC, BearerToken). It returns "" (or an
+// error, which is logged and never shown to the client) when there is no user;
+// the decorator then answers 401. The result is the subject as the identity
+// provider issued it (IssuerSubject with its issuer where several reach one
+// store): the decorator keeps SubjectUUID of it.
 type SubjectFunc func(ctx context.Context, req Request) (string, error)
 
 // ClaimsSubject is the default SubjectFunc: the "sub" claim of a JWT
@@ -89,29 +89,28 @@ type Settings struct {
 	// (DefaultLeaseMargin).
 	LeaseMargin time.Duration
 
-	// Heartbeat is the lease of a run without a deadline (a net/http
-	// request, a call outside Lambda), renewed every third of it, so that a
-	// crashed server frees its key within one Heartbeat. A run is cancelled
-	// (cause wraps idemstore.ErrLeaseLost) when its lease is lost, and when
-	// no renewal succeeded for Heartbeat less min(LeaseMargin, Heartbeat/3):
-	// before the lease can run out. Defaults to 30s (DefaultHeartbeat);
-	// HeartbeatOff turns renewal off (the lease is then now + MaxLease).
+	// Heartbeat is the lease of a run without a deadline (a net/http request, a
+	// call outside Lambda). It is renewed every third of it: a crashed server
+	// frees its key within one Heartbeat. A run is cancelled when its lease is
+	// lost, or when no renewal succeeded for Heartbeat less min(LeaseMargin,
+	// Heartbeat/3). Its cause wraps idemstore.ErrLeaseLost. Defaults to 30s
+	// (DefaultHeartbeat). HeartbeatOff turns renewal off: the lease is now +
+	// MaxLease.
 	Heartbeat time.Duration
 
 	// HeartbeatLongRuns renews the lease of a run with a deadline too, when
 	// the deadline's lease would be longer than Heartbeat. Defaults to false.
 	HeartbeatLongRuns bool
 
-	// WaitForResult is how long a duplicate waits for the first run's answer
-	// when it finds its key in progress for the same request. It never waits
-	// past its own deadline. It polls the store and replays the answer
-	// instead of answering 409 (ErrInProgress for a Function). Defaults to 0:
-	// no wait.
+	// WaitForResult is how long a duplicate of the same request, finding its
+	// key in progress, waits for the first run's answer. It never waits past
+	// its own deadline. It polls the store and replays the answer instead of
+	// answering 409 (ErrInProgress for a Function). Defaults to 0: no wait.
 	WaitForResult time.Duration
 
 	// LocalCache keeps completed records in this execution environment's
-	// memory, so that a repeat is answered without a store round trip.
-	// Defaults to nil: no cache; &LocalCache{} turns it on.
+	// memory, so that a repeat is answered without a store round trip. Defaults
+	// to nil (no cache). &LocalCache{} turns it on.
 	LocalCache *LocalCache
 
 	// FinishTimeout bounds completing or releasing a record after the run,
@@ -129,9 +128,9 @@ type Settings struct {
 	// 400 idempotency_key_missing, or ErrNoKey for a function.
 	AllowMissingKey bool
 
-	// OnReplay, when set, is called on every replay with the stored
-	// response and the record's times; for an HTTP shape it may change the
-	// replay's headers (Replay.Header). Defaults to nil.
+	// OnReplay, when set, is called on every replay with the stored response
+	// and the record's times. For an HTTP shape it may change the replay's
+	// headers (Replay.Header). Defaults to nil.
 	OnReplay func(ctx context.Context, r *Replay)
 
 	// Tenant returns the tenant a run belongs to: records of two tenants
@@ -148,10 +147,10 @@ type Settings struct {
 	// (Drain.Shutdown). Defaults to nil.
 	Drain *Drain
 
-	// Owner returns the owner token of a run's claim, unique per run: the
-	// store fences the record's writes by it. Defaults to the Lambda
-	// request id (plus a random suffix per function call, since an SQS
-	// batch makes many), or a random token outside Lambda.
+	// Owner returns a run's owner token, unique per run. The store fences the
+	// record's writes by it. Defaults to the Lambda request id (plus a random
+	// suffix per function call, since an SQS batch makes many), or a random
+	// token outside Lambda.
 	Owner func(ctx context.Context) string
 
 	// Clock returns the current time. Defaults to time.Now.
@@ -161,9 +160,8 @@ type Settings struct {
 	// logger on standard output.
 	Logger *slog.Logger
 
-	// Metrics receives one CloudWatch Embedded Metric Format line per
-	// protected run. Defaults to standard output inside Lambda, io.Discard
-	// elsewhere.
+	// Metrics receives one CloudWatch Embedded Metric Format line per run.
+	// Defaults to standard output in Lambda, else io.Discard.
 	Metrics io.Writer
 
 	// LogDigestSecret, when set (32 bytes or more), makes the log line show
@@ -265,10 +263,10 @@ type Config struct {
 	// Store keeps the records. Required.
 	Store idemstore.Store
 
-	// Methods are the HTTP methods whose requests are protected; any other
-	// method passes straight through without touching the Store. GET, HEAD
-	// and OPTIONS are safe and cannot be listed. Defaults to POST, PATCH and
-	// DELETE (DefaultMethods); add PUT here if your PUT handlers need it.
+	// Methods are the HTTP methods whose requests are protected. Other methods
+	// pass straight through without touching the Store. GET, HEAD and OPTIONS
+	// are safe and cannot be listed. Defaults to POST, PATCH and DELETE
+	// (DefaultMethods). Add PUT if your PUT handlers need it.
 	Methods []string
 
 	// Key says where a request's key is read: a header (HeaderKey), a path
@@ -286,19 +284,18 @@ type Config struct {
 	// AuthorizerContextField, or your own function, for a Lambda authorizer.
 	Subject SubjectFunc
 
-	// Fingerprint returns the fingerprint kept with a record; a request
-	// with a known key and another fingerprint is refused with 422.
-	// Defaults to Fingerprint (method, path, query and body); see
-	// FingerprintBody for the parts of a body.
+	// Fingerprint returns the fingerprint kept with a record. A request with a
+	// known key and another fingerprint is refused with 422. Defaults to
+	// Fingerprint (method, path, query and body). FingerprintBody covers parts
+	// of a body.
 	Fingerprint FingerprintFunc
 
-	// MaxBodyBytes is the largest request body accepted, in bytes, on
-	// every shape (a Lambda event's base64 body counts as the bytes it
-	// decodes to). A larger body is refused with 413 "payload_too_large"
-	// before anything else is done with it: no fingerprint, no store call,
-	// no record, and the handler does not run. Defaults to 6 MiB
-	// (DefaultMaxBodyBytes), which no Lambda event's body can exceed; lower
-	// it to the largest body your API accepts.
+	// MaxBodyBytes is the largest request body accepted, in bytes, on every
+	// shape (a Lambda event's base64 body counts as the bytes it decodes to). A
+	// larger body is refused with 413 "payload_too_large" before anything else:
+	// no fingerprint, store call, record or run. Defaults to 6 MiB
+	// (DefaultMaxBodyBytes), which no Lambda event's body can exceed; lower it
+	// to the largest body your API accepts.
 	MaxBodyBytes int
 
 	// ReplayHeaders lists response headers kept for replay besides

@@ -16,9 +16,8 @@ type Info struct {
 	// Tenant is the run's tenant (Settings.Tenant), "" without one; the
 	// record is kept under TenantUserID(Tenant, UserID).
 	Tenant string
-	// Fingerprint is the request's fingerprint, for a handler that records
-	// the key on the row it creates and must later tell a retry from another
-	// request under the same key.
+	// Fingerprint is the request's fingerprint. A handler that records the key
+	// on its row uses it to tell a retry from another request with that key.
 	Fingerprint string
 }
 

@@ -1,12 +1,12 @@
-// Package idempotency makes work on AWS run once per idempotency key. A
-// client sends an Idempotency-Key header with a mutating HTTP request, and
-// every retry of the same request with the same key gets the first response
-// back instead of running the work again. The same engine protects the
-// records of an SQS batch and any typed function, keyed by a part of its
-// input. Every shape runs one flow on one store. One claim round trip
-// decides. The lease ends at the invocation's deadline. An owner token fences
-// completion and release. The record is released when the work fails or
-// panics. No work runs while the store cannot be reached.
+// Package idempotency makes work on AWS run once per idempotency key. A client
+// sends an Idempotency-Key header with a mutating HTTP request. Every retry of
+// it with the same key gets the first response back, and the work does not run
+// again. The same engine protects the records of an SQS batch and any typed
+// function, keyed by a part of its input. Every shape runs one flow on one
+// store. One claim round trip decides. The lease ends at the invocation's
+// deadline. An owner token fences completion and release. The record is
+// released when the work fails or panics. No work runs while the store cannot
+// be reached.
 //
 // # Shapes
 //
@@ -46,23 +46,22 @@
 //
 // Config.Store is the only required field. Every other field has a documented
 // default. Inside the handler, FromContext gives the key, the user and the
-// request's fingerprint. By default POST, PATCH and DELETE are protected, the
+// request's fingerprint. By default POST, PATCH and DELETE are protected. The
 // user is the "sub" claim of API Gateway's JWT or Cognito authorizer
-// (Config.Subject), and the key is a UUID version 4 in the Idempotency-Key
-// header. A retry of a completed request gets the stored response with
+// (Config.Subject). The key is a UUID version 4 in the Idempotency-Key header.
+// A retry of a completed request gets the stored response with
 // Idempotent-Replayed: true. The same key with another request gets 422. A
-// duplicate while the first still runs gets 409. A store that cannot be
-// reached gives 503, and the handler does not run. Every refusal is an
+// duplicate while the first still runs gets 409. A store that cannot be reached
+// gives 503, and the handler does not run. Every refusal is an
 // application/problem+json body with one of the Code constants.
 //
 // # More
 //
-// The project's library guide documents the full behaviour contract. It says
-// which requests are protected and covers key formats and sources,
-// fingerprints, user subjects and the replay. It follows the life of a key
-// and lists every answer a client can get. It explains the cache, wait and
-// heartbeat options, failures, atomic completion, the log line and the
-// metrics.
+// The project's library guide holds the full behaviour contract. It covers the
+// protected requests, keys and their sources, fingerprints, subjects and the
+// replay. It follows a key's life and lists every answer a client can get. It
+// explains the cache, waiting, heartbeats, failures, atomic completion, the log
+// line and the metrics.
 //
 // Related packages: the stores pgstore, redisstore, dynamostore, memstore
 // (tests) and storeenv (the one the environment names), with dbpool for

@@ -8,10 +8,9 @@ import "errors"
 // does not run again. SQSHandler skips such a record as done.
 var ErrResultNotKept = errors.New("idempotency: the call with this key completed, but its result could not be kept")
 
-// ErrInProgress is returned by a function made idempotent by Function (and
-// counted as a failed record by SQSHandler) when another call with the same
-// key still runs: the function did not run, and the trigger should retry
-// later.
+// ErrInProgress is returned by a function made idempotent by Function when
+// another call with the same key still runs. SQSHandler counts it as a failed
+// record. The function did not run, and the trigger should retry later.
 var ErrInProgress = errors.New("idempotency: a call with this key is still in progress")
 
 // ErrKeyReused is returned by a function made idempotent by Function when
@@ -23,9 +22,9 @@ var ErrKeyReused = errors.New("idempotency: the key was already used with anothe
 // FunctionConfig.Key gave an empty key: the function did not run.
 var ErrNoKey = errors.New("idempotency: the input has no idempotency key")
 
-// ErrBatchFailed is returned, with the response naming every record, by a
-// handler of SQSHandler when no record of the batch succeeded, so that the
-// whole batch is retried even where ReportBatchItemFailures was left off.
+// ErrBatchFailed is returned by a handler of SQSHandler when no record of the
+// batch succeeded, with a response naming every record. So the whole batch is
+// retried even where ReportBatchItemFailures was left off.
 var ErrBatchFailed = errors.New("idempotency: every record of the batch failed")
 
 // ErrNoTenant is returned by a Function call without a tenant when

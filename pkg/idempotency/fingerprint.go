@@ -27,13 +27,13 @@ const fingerprintVersion = "ichido-request-hash-v1"
 
 var errBadBase64 = errors.New("the request body is marked base64-encoded but is not valid base64")
 
-// Fingerprint returns the request hash (hex SHA-256) that the decorator
-// stores with a key: over the method, the concrete path, the query
-// parameters sorted by name and the body, each part length-prefixed. A JSON
-// body is canonicalised first (keys sorted, no insignificant white space,
-// numbers as written) unless it repeats a member name or nests deeper than
-// 64 levels; any other body is hashed as its bytes (see docs/library.md).
-// The only error is a body marked base64-encoded that does not decode.
+// Fingerprint returns the request hash (hex SHA-256) that the decorator stores
+// with a key. It covers the method, the concrete path, the query parameters
+// sorted by name, and the body, each length-prefixed. A JSON body is
+// canonicalised first: keys sorted, no insignificant white space, numbers as
+// written. That is skipped if it repeats a member name or nests deeper than 64
+// levels. Any other body is hashed as its bytes (see docs/library.md). The only
+// error is a body marked base64-encoded that does not decode.
 func Fingerprint(req Request) (string, error) {
 	body := bytesOf(req.Body)
 	if req.IsBase64Encoded {

@@ -43,14 +43,12 @@ type FunctionConfig[In any] struct {
 	Scope func(ctx context.Context, in In) (string, error)
 
 	// Payload, when set, returns the part of the input a repeat must carry
-	// unchanged; a call whose key is known but whose payload differs fails
-	// with ErrKeyReused instead of being answered with another input's
-	// result. JSON payloads are compared canonically (key order and white
-	// space do not count). Records made while Payload was not set carry no
-	// payload, so against them (and, once Payload is removed, against any
-	// record) the key alone decides: adding Payload to a running function
-	// does not fail the work it already did. Defaults to none: the key
-	// alone decides.
+	// unchanged. A known key with another payload fails with ErrKeyReused, not
+	// another input's result. JSON payloads are compared canonically (key order
+	// and white space do not count). The key alone decides against records made
+	// without Payload, and against any record once Payload is removed. So
+	// adding Payload to a running function does not fail the work it already
+	// did. Defaults to none: the key alone decides.
 	Payload func(in In) ([]byte, error)
 
 	Settings
@@ -88,21 +86,21 @@ func (c FunctionConfig[In]) validate() error {
 }
 
 // Function returns a function that behaves like fn and runs it at most once per
-// key while the key's record lives. The key is cfg.Key of the input. A repeat
-// of a call that succeeded gets the first result back, decoded from the JSON it
-// was stored as, without running fn. The rules are Wrap's. One claim round trip
+// key (cfg.Key of the input) while the key's record lives. A repeat of a call
+// that succeeded gets the first result back, decoded from the JSON it was
+// stored as, without running fn. The rules are Wrap's. One claim round trip
 // decides. The owner token fences completion and release. An error or a panic
 // of fn releases the record: the caller gets fn's own error, and a panic goes
 // on. A repeat while the first call runs fails with ErrInProgress. When the
 // store cannot be reached, the call fails with a *idemstore.Error and fn does
 // not run.
 //
-// A result that does not encode as JSON, or is larger than the store's
-// largest record, is returned to this caller but cannot be kept: every
-// repeat then fails with ErrResultNotKept without running fn. A repeat gets
-// a kept result as json.Unmarshal decodes it into Out. Inside fn,
-// DoNotStore makes the result not count, and pgstore's CompleteRunInTx
-// completes the record in fn's own transaction.
+// A result that does not encode as JSON, or is larger than the store's largest
+// record, cannot be kept. This caller gets it, and every repeat fails with
+// ErrResultNotKept without running fn. A repeat gets a kept result as
+// json.Unmarshal decodes it into Out. Inside fn, DoNotStore makes the result
+// not count, and pgstore's CompleteRunInTx completes the record in fn's own
+// transaction.
 //
 // Function returns an error, and no function, when fn is nil or cfg is
 // invalid; the message names the field to fix.

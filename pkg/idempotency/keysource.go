@@ -18,15 +18,13 @@ import (
 )
 
 // KeySource says where a protected request's key is read (Config.Key):
-// HeaderKey, PathKey, BodyKey, or a KeyFunc of your own. What it reads is
-// the key as the client sent it, bare or as an RFC 8941 sf-string, which
-// must then be of Config.KeyFormat; nothing when the request carries none
-// (400 idempotency_key_missing, or an unprotected run with
-// Config.AllowMissingKey).
+// HeaderKey, PathKey, BodyKey, or a KeyFunc of your own. It reads the key as
+// the client sent it, bare or as an RFC 8941 sf-string, of Config.KeyFormat. A
+// request without one gets 400 idempotency_key_missing, or an unprotected run
+// with Config.AllowMissingKey.
 //
-// Wherever it is read, a key from the request is the client's: it is
-// scoped by the user (Config.Subject) and Config.KeyPrefix, so a client can
-// only ever name its own records.
+// A key from the request is the client's. The user (Config.Subject) and
+// Config.KeyPrefix scope it, so a client only names its own records.
 type KeySource interface {
 	// requestKey returns req's key in format f, normalised, or why there
 	// is none: errKeyMissing, or an error that errors.Is matches with
@@ -34,11 +32,10 @@ type KeySource interface {
 	requestKey(ctx context.Context, req Request, f KeyFormat) (string, error)
 }
 
-// KeyFunc is a KeySource of your own: it returns the request's key, or ""
-// when the request carries none. An error is answered with 400
-// idempotency_key_invalid; its text is logged, not sent, unless it comes
-// from one of this package's KeySources, whose errors are written for the
-// client.
+// KeyFunc is a KeySource of your own: it returns the request's key, or "" when
+// the request carries none. An error is answered with 400
+// idempotency_key_invalid. Its text is logged, not sent. The errors of this
+// package's KeySources are written for the client and are sent.
 type KeyFunc func(ctx context.Context, req Request) (string, error)
 
 func (f KeyFunc) requestKey(ctx context.Context, req Request, format KeyFormat) (string, error) {
@@ -82,10 +79,10 @@ func PathKey(name string) KeySource {
 	})
 }
 
-// BodyKey returns a KeySource that decodes the request body (base64-decoded
-// first when so marked) as JSON into T and returns key of it, typically
-// the client's own id of the operation: Powertools' event_key_jmespath,
-// typed. A body that does not decode is answered with 400
+// BodyKey returns a KeySource that decodes the request body as JSON into T and
+// returns key of it. The body is base64-decoded first when so marked. The key
+// is typically the client's own id of the operation: Powertools'
+// event_key_jmespath, typed. A body that does not decode is answered with 400
 // idempotency_key_invalid, before anything runs.
 func BodyKey[T any](key func(T) string) KeySource {
 	return KeyFunc(func(_ context.Context, req Request) (string, error) {
@@ -110,11 +107,11 @@ func decodeBody(req Request, v any) error {
 }
 
 // FingerprintFunc returns the fingerprint of an HTTP request
-// (Config.Fingerprint): two requests with one key are the same request
-// when their fingerprints are equal. Fingerprint, the default, covers the
-// method, the path, the query and the body; FingerprintBody covers the
-// method, the path and the parts of the body that matter. An error is
-// answered with 400 validation_failed before anything runs.
+// (Config.Fingerprint): two requests with one key are the same request when
+// their fingerprints are equal. Fingerprint, the default, covers the method,
+// the path, the query and the body. FingerprintBody covers the method, the path
+// and the parts of the body that matter. An error is answered with 400
+// validation_failed before anything runs.
 type FingerprintFunc func(req Request) (string, error)
 
 // errBodyNotJSON is a FingerprintBody request whose body is not the JSON

@@ -13,21 +13,19 @@ import (
 	"github.com/ichido/ichido/pkg/idempotency/internal/problem"
 )
 
-// Middleware returns net/http middleware that gives the handler it wraps
-// Wrap's HTTP contract: the same protected methods, key rules,
-// fingerprint, problem+json refusals and byte-for-byte replays. It works
-// with any router built on http.Handler; mount it after the authentication
-// middleware.
+// Middleware returns net/http middleware that gives the handler it wraps Wrap's
+// HTTP contract: the same protected methods, key rules, fingerprint,
+// problem+json refusals and byte-for-byte replays. It works with any router
+// built on http.Handler. Mount it after the authentication middleware.
 //
 // Config.Subject is required, since a plain server has no API Gateway
-// authorizer: it reads the user the authentication middleware put into the
-// request's context (ContextSubject adapts a plain reader). The body is read
-// whole, at most Config.MaxBodyBytes, before the handler runs, and the
-// responses of protected requests are buffered and sent whole when the
-// handler returns (flushes included): serve a streamed response on a method
-// that is not protected. A handler that panics has its key released and the
-// panic goes on. Middleware returns an error, and no middleware, when cfg is
-// invalid.
+// authorizer. It reads the user that authentication put in the context (see
+// ContextSubject). The body is read whole, at most Config.MaxBodyBytes, before
+// the handler runs. A protected request's response is buffered, flushes
+// included, and sent whole when the handler returns. Serve a streamed response
+// on a method that is not protected. A handler that panics has its key released
+// and the panic goes on. Middleware returns an error, and no middleware, when
+// cfg is invalid.
 func Middleware(cfg Config) (func(http.Handler) http.Handler, error) {
 	if cfg.Subject == nil {
 		return nil, errors.New("idempotency: invalid Config: Config.Subject is nil: a net/http server has no API Gateway authorizer; pass a function that reads the user your authentication middleware put into the request's context (see ContextSubject)")
@@ -76,8 +74,8 @@ func Middleware(cfg Config) (func(http.Handler) http.Handler, error) {
 }
 
 // ContextSubject returns a Config.Subject for Middleware that reads the user
-// from the request's context through user, typically the accessor of the
-// authentication middleware ("" when there is none).
+// from the request's context through user. user is typically the authentication
+// middleware's accessor, returning "" when there is none.
 func ContextSubject(user func(ctx context.Context) string) SubjectFunc {
 	return func(ctx context.Context, _ Request) (string, error) {
 		return user(ctx), nil

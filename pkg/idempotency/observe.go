@@ -12,8 +12,8 @@ import (
 	"github.com/ichido/ichido/pkg/idempotency/observe"
 )
 
-// Outcome is what became of a protected request; it is the "outcome" field
-// of the log line and the name of the metric counted for the request.
+// Outcome is what became of a protected request. It is the log line's "outcome"
+// field and the name of the request's metric.
 type Outcome string
 
 // Outcomes.

@@ -11,10 +11,9 @@ import (
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 )
 
-// Replay is what Config.OnReplay (and FunctionConfig.OnReplay) is given on
-// a replay: the stored response, the record's metadata, and the headers
-// about to be sent, which the hook may change. It is Powertools'
-// response hook.
+// Replay is what Config.OnReplay and FunctionConfig.OnReplay get on a replay.
+// It holds the stored response, the record's metadata, and the headers about to
+// be sent, which the hook may change. It is Powertools' response hook.
 type Replay struct {
 	// Key is the idempotency key as the request carried it (normalised: a
 	// UUID in lower case), or a Function's key.

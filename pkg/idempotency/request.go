@@ -36,14 +36,14 @@ type Request struct {
 	// Path is the concrete path as requested (v1 "path", v2 "rawPath"),
 	// never the route template.
 	Path string
-	// PathParameters are the route's path parameters by name (API
-	// Gateway's, or a net/http ServeMux pattern's wildcards); nil when none.
+	// PathParameters are the route's path parameters by name: API Gateway's, or
+	// a ServeMux pattern's wildcards. Nil when none.
 	PathParameters map[string]string
 	// Query holds the query parameters, the values of one name in the
 	// order the client sent them.
 	Query url.Values
-	// RawQuery is the query string exactly as the client sent it; empty for
-	// v1, whose parameters API Gateway has already decoded.
+	// RawQuery is the query string exactly as sent. It is empty for v1, whose
+	// parameters API Gateway decoded.
 	RawQuery string
 	// Headers maps each lower-case header name to every value found for it
 	// (for v1, in "headers" and "multiValueHeaders" both).
@@ -55,11 +55,10 @@ type Request struct {
 	IsBase64Encoded bool
 	// RequestID is API Gateway's own request id (requestContext.requestId).
 	RequestID string
-	// Claims are the claims of a JWT or Cognito authorizer, as strings; nil
-	// when there are none.
+	// Claims holds a JWT or Cognito authorizer's claims as strings, or nil.
 	Claims map[string]string
-	// AuthorizerContext is the context a Lambda authorizer returned (for
-	// v1, with principalId); nil when there is none.
+	// AuthorizerContext is what a Lambda authorizer returned (v1: with
+	// principalId), or nil.
 	AuthorizerContext map[string]any
 	// IAM is the principal that signed the request, for a Lambda Function
 	// URL whose AuthType is AWS_IAM. Nil otherwise.

@@ -18,9 +18,9 @@ import (
 type SQSBatchHandler = func(context.Context, events.SQSEvent) (events.SQSEventResponse, error)
 
 // SQSMessageID is the default key of SQSHandler: the message id, which SQS
-// keeps across redeliveries of one message. A producer's retry of
-// SendMessage, or an SNS topic fanning out to the queue twice, makes a new
-// message with a new id; key by the body (SQSBodyKey) to catch those too.
+// keeps across redeliveries of one message. A producer's retry of SendMessage,
+// or an SNS topic fanning out to the queue twice, makes a new message with a
+// new id. Key by the body (SQSBodyKey) to catch those too.
 func SQSMessageID(_ context.Context, m events.SQSMessage) (string, error) {
 	return m.MessageId, nil
 }
@@ -46,20 +46,17 @@ func SQSBody(m events.SQSMessage) ([]byte, error) { return []byte(m.Body), nil }
 
 // SQSHandler returns the handler of an SQS event source mapping that runs fn
 // once per record and key. The key is cfg.Key, by default the message id. The
-// handler answers with the records to retry, for ReportBatchItemFailures:
-//   - A record whose fn fails or panics is reported failed, and its key
-//     released.
-//   - A record whose key completed before is skipped as done.
-//   - A record in progress elsewhere is reported failed without running.
-//   - So is a record met while the store cannot be reached, or after the
-//     invocation's context ended.
-//   - On a FIFO queue, the first failure of a message group fails the group's
-//     later records in the batch.
+// handler answers with the records to retry, for ReportBatchItemFailures. A
+// record whose fn fails or panics is failed, its key released. A record whose
+// key completed before is skipped as done. A record in progress elsewhere is
+// failed without running, as is one met while the store cannot be reached or
+// after the invocation's context ended. On a FIFO queue, the first failure of
+// a message group fails the group's later records in the batch.
 //
 // Records run in the batch's order. When none succeeds, the handler also
-// returns ErrBatchFailed, so that the batch is retried even where
-// ReportBatchItemFailures was left off (turn it on all the same: otherwise a
-// partly failed batch is deleted whole).
+// returns ErrBatchFailed. So the batch is retried even where
+// ReportBatchItemFailures was left off. Turn it on all the same, or a partly
+// failed batch is deleted whole.
 //
 // cfg is that of Function, with cfg.Key defaulting to SQSMessageID.
 // SQSHandler returns an error, and no handler, when fn is nil or cfg is

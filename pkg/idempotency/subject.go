@@ -45,9 +45,9 @@ func SubjectUUID(subject string) string {
 	return uuid.NewSHA1(subjectNamespace, []byte(subject)).String()
 }
 
-// IssuerSubject is the subject a SubjectFunc returns where more than one
-// identity provider reaches one store: an OpenID Connect subject is unique
-// only within its issuer ("iss"), so the user is the pair.
+// IssuerSubject is the subject a SubjectFunc returns where several identity
+// providers reach one store. An OpenID Connect subject is unique only within
+// its issuer ("iss"), so the user is the pair.
 func IssuerSubject(issuer, subject string) string {
 	if subject == "" {
 		return ""
@@ -55,9 +55,9 @@ func IssuerSubject(issuer, subject string) string {
 	return qualified("issuer", issuer, subject)
 }
 
-// TenantUserID is the user id a record of userID (a SubjectUUID, or a
-// function's scope id: FunctionRecordID) is kept under in tenant: userID
-// itself without a tenant (""), else a UUID version 8 derived from both.
+// TenantUserID is the user id a record of userID is kept under in tenant.
+// userID is a SubjectUUID or a function's scope id (FunctionRecordID). Without
+// a tenant ("") it is userID, else a UUID version 8 of both.
 func TenantUserID(tenant, userID string) string {
 	if tenant == "" {
 		return userID
