@@ -20,7 +20,7 @@ func TestRecordShared(t *testing.T) {
 	store := memstore.New()
 	h := serve(t, protocols[2], connectidem.Config{Store: store}, nil)
 	const key = "8e03978e-40d5-43e8-bc93-6894a57f9324"
-	require.NoError(t, h.create("alice", "a", key).err)
+	require.NoError(t, h.Call(storekit.CreateMethod, "alice", "a", key).Err)
 
 	userID, recordKey, err := connectidem.RecordID("", idempotency.KeyUUIDv4, "alice", key)
 	require.NoError(t, err)

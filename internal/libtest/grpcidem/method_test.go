@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/ichido/ichido/internal/libtest/storekit"
 	"github.com/ichido/ichido/pkg/idempotency"
 	"github.com/ichido/ichido/pkg/idempotency/grpcidem"
 	"github.com/ichido/ichido/pkg/idempotency/memstore"
@@ -59,14 +60,14 @@ func TestReadMethodWithoutKeySaysWhatToDo(t *testing.T) {
 		Logger: slog.New(slog.NewJSONHandler(logs, nil)), Metrics: io.Discard,
 	}}, nil)
 
-	r := h.call(getMethod, "alice", "a")
-	requireRefusal(t, r.err, codes.InvalidArgument, idempotency.CodeKeyMissing, false)
-	msg := status.Convert(r.err).Message()
+	r := h.Call(getMethod, "alice", "a")
+	storekit.RequireRefusal(t, adapter{}, r, codes.InvalidArgument, idempotency.CodeKeyMissing, false)
+	msg := status.Convert(r.Err).Message()
 	require.Contains(t, msg, getMethod)
 	require.Contains(t, msg, "Config.Methods")
 	require.Contains(t, msg, "NO_SIDE_EFFECTS")
 
-	require.NoError(t, h.create("alice", "a", uuid.NewString()).err)
+	require.NoError(t, h.Call(storekit.CreateMethod, "alice", "a", uuid.NewString()).Err)
 
 	lines := logs.lines(t)
 	require.Len(t, lines, 2)
@@ -85,10 +86,10 @@ func TestRequireTenant(t *testing.T) {
 	h := serve(t, grpcidem.Config{Store: memstore.New(), Settings: idempotency.Settings{
 		RequireTenant: true,
 		Tenant:        func(context.Context) string { return tenant },
-		Logger:        quiet().Logger, Metrics: io.Discard,
+		Logger:        storekit.Quiet().Logger, Metrics: io.Discard,
 	}}, nil)
-	r := h.create("alice", "a", uuid.NewString())
-	requireRefusal(t, r.err, codes.Unauthenticated, idempotency.CodeUnauthenticated, false)
-	require.Contains(t, status.Convert(r.err).Message(), "tenant")
+	r := h.Call(storekit.CreateMethod, "alice", "a", uuid.NewString())
+	storekit.RequireRefusal(t, adapter{}, r, codes.Unauthenticated, idempotency.CodeUnauthenticated, false)
+	require.Contains(t, status.Convert(r.Err).Message(), "tenant")
 	require.Zero(t, h.svc.runs.Load())
 }
