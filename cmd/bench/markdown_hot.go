@@ -209,6 +209,8 @@ func (b *bench) missedMarkdown(w *strings.Builder) {
 	for _, t := range missed {
 		p("- **%s** (target %s, this run %s). ", t.What, t.Target, t.Value)
 		switch {
+		case strings.HasPrefix(t.What, "Added over the floor of its pool"):
+			b.poolFloorMissed(w)
 		case strings.Contains(t.What, "vs gopotency's") || strings.Contains(t.What, "vs idemlease's"):
 			b.directMissed(w, t)
 		case strings.HasPrefix(t.What, "Local cache"):
