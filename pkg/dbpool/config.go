@@ -18,9 +18,9 @@ type Auth string
 
 const (
 	// AuthIAM connects to an RDS Proxy endpoint, or straight to an Aurora
-	// cluster's writer endpoint, with an IAM auth token as the password,
-	// over TLS with full certificate verification (against the CAs that
-	// Config.CA names). Deployed functions use it.
+	// cluster's writer endpoint. The password is an IAM auth token. TLS has
+	// full certificate verification, against the CAs that Config.CA names.
+	// Deployed functions use it.
 	AuthIAM Auth = "iam"
 	// AuthURL connects with a PostgreSQL URL as it stands (password or trust
 	// authentication, TLS as the URL says). Local runs and tests use it.
@@ -31,9 +31,9 @@ const (
 const (
 	// DefaultPort is the PostgreSQL (and RDS Proxy) port.
 	DefaultPort = 5432
-	// DefaultMaxConns is the pool size per execution environment: a Lambda
-	// environment serves one request at a time, and the idempotency layer
-	// needs at most one connection for the store and one for the handler.
+	// DefaultMaxConns is the pool size per execution environment. A Lambda
+	// environment serves one request at a time. The idempotency layer needs at
+	// most one connection for the store and one for the handler.
 	DefaultMaxConns int32 = 2
 	// DefaultMaxConnIdleTime closes connections idle for longer, well before
 	// RDS Proxy's 1800 s client idle timeout closes them from the other side.
@@ -42,8 +42,8 @@ const (
 	// proxy client session and one IAM authentication) is kept.
 	DefaultMaxConnLifetime = 30 * time.Minute
 	// DefaultPingAfterIdle: a connection idle at least this long is pinged
-	// before it is handed out, so one that died while the execution
-	// environment was frozen is replaced instead of failing a request.
+	// before it is handed out. So one that died while the execution environment
+	// was frozen is replaced instead of failing a request.
 	DefaultPingAfterIdle = time.Second
 	// DefaultPingTimeout bounds that ping, so a connection whose peer
 	// vanished without a reset does not hang the request.
@@ -75,10 +75,10 @@ type Config struct {
 	// Database is the database name in iam mode (DB_NAME). Required in iam
 	// mode.
 	Database string
-	// User is the database user in iam mode (DB_USER), named in the
-	// execution role's rds-db:connect resource: through RDS Proxy, a user
-	// the proxy can log in as (through its Secrets Manager secret); straight
-	// to the cluster, a user granted rds_iam. Required in iam mode.
+	// User is the database user in iam mode (DB_USER), named in the execution
+	// role's rds-db:connect resource. Through RDS Proxy, it is a user the proxy
+	// can log in as (through its Secrets Manager secret). Straight to the
+	// cluster, it is a user granted rds_iam. Required in iam mode.
 	User string
 	// Region is the AWS region the auth token is signed for (AWS_REGION).
 	// Required in iam mode.
@@ -118,12 +118,12 @@ type Config struct {
 	PingAfterIdle time.Duration
 	// PingTimeout bounds that ping. Defaults to 2 seconds.
 	PingTimeout time.Duration
-	// ConnectTimeout bounds one connection attempt: TCP, TLS and
-	// authentication (DB_CONNECT_TIMEOUT, a Go duration such as 3s).
-	// Defaults to 5 seconds; in url mode a connect_timeout in the URL wins.
-	// Keep it well inside the function's timeout: an Aurora cluster that is
-	// paused holds connections while it resumes, and a request should be
-	// answered 503 before Lambda's timeout rather than end in it.
+	// ConnectTimeout bounds one connection attempt: TCP, TLS and authentication
+	// (DB_CONNECT_TIMEOUT, a Go duration such as 3s). Defaults to 5 seconds; in
+	// url mode a connect_timeout in the URL wins. Keep it well inside the
+	// function's timeout. A paused Aurora cluster holds connections while it
+	// resumes. A request should be answered 503 before Lambda's timeout rather
+	// than end in it.
 	ConnectTimeout time.Duration
 
 	// LookupFunc resolves the host name to addresses in iam mode, where the
@@ -159,10 +159,10 @@ const (
 // run may override DB_AUTH and DATABASE_URL on top of a deployed
 // function's environment.
 //
-// In iam mode it refuses settings that would send a password or weaken TLS:
-// DATABASE_URL set, PGPASSWORD or PGPASSFILE set (the PostgreSQL driver
-// would otherwise read them), PGSSLMODE other than verify-full. Every error
-// is a *ConfigError naming the variable.
+// In iam mode it refuses settings that would send a password or weaken TLS.
+// Those are DATABASE_URL, PGPASSWORD or PGPASSFILE set, and PGSSLMODE other
+// than verify-full. The PostgreSQL driver would otherwise read them. Every
+// error is a *ConfigError naming the variable.
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	env := func(name string) string { return strings.TrimSpace(getenv(name)) }
 	var cfg Config

@@ -22,10 +22,10 @@
 // Every new connection checks that it reached the writer: the idempotency
 // table is UNLOGGED, and UNLOGGED tables cannot be used on replicas.
 //
-// Code using the pool must not pin a proxy session either: no SET (use
-// SET LOCAL or set_config(..., true) inside a transaction if ever needed), no
-// session advisory locks (pg_advisory_xact_lock is fine), no SQL-level
-// PREPARE, no LISTEN, no temporary tables.
+// Code using the pool must not pin a proxy session either. It sends no SET: use
+// SET LOCAL or set_config(..., true) inside a transaction if ever needed. It
+// takes no session advisory locks (pg_advisory_xact_lock is fine). It uses no
+// SQL-level PREPARE, no LISTEN and no temporary tables.
 package dbpool
 
 import (
@@ -45,10 +45,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// New opens a pool as cfg describes and connects once before returning, so
-// that a wrong endpoint, a TLS or IAM failure, or a server in recovery
-// (ErrNotWriter) is reported at cold start rather than on the first
-// request. The connection made stays in the pool for that first request.
+// New opens a pool as cfg describes and connects once before returning. So a
+// wrong endpoint, a TLS or IAM failure, or a server in recovery (ErrNotWriter)
+// is reported at cold start, not on the first request. The connection made
+// stays in the pool for that first request.
 //
 // In iam mode the AWS credentials are resolved once here (the default chain
 // unless cfg.Credentials is set). New connections share one auth token

@@ -19,11 +19,11 @@ const (
 	tokenMargin   = tokenLifetime - tokenReuse
 )
 
-// authTokens signs the IAM auth tokens of one pool and hands the same one
-// to every new connection until it is due for renewal. A token may log in
-// any number of connections while it is valid; signing one per connection
-// would cost a credential lookup and a signature each time, and AWS advises
-// IAM authentication for fewer than 200 new connections a second.
+// authTokens signs the IAM auth tokens of one pool and hands the same one to
+// every new connection until it is due for renewal. A token may log in any
+// number of connections while it is valid. Signing one per connection would
+// cost a credential lookup and a signature each time. AWS advises IAM
+// authentication for fewer than 200 new connections a second.
 type authTokens struct {
 	endpoint, region, user string
 	creds                  aws.CredentialsProvider

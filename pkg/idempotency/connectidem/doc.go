@@ -29,13 +29,13 @@
 // # The call
 //
 // The key is the request header Idempotency-Key (idempotency.HeaderName;
-// idempotency-key in gRPC metadata), of Config.KeyFormat, bare or quoted,
-// as in Middleware. The user is Config.Subject's subject, mapped by
-// idempotency.SubjectUUID: keys are scoped per user. The fingerprint is
-// the procedure and the request message in protobuf's deterministic
-// encoding, whatever the codec on the wire: the same key on another
-// procedure, or with another message, is refused. Package grpcidem keeps
-// its records the same way, so a service served by both shares its keys.
+// idempotency-key in gRPC metadata), of Config.KeyFormat, bare or quoted, as in
+// Middleware. The user is Config.Subject's subject, mapped by
+// idempotency.SubjectUUID: keys are scoped per user. The fingerprint is the
+// procedure and the request message in protobuf's deterministic encoding,
+// whatever the codec on the wire. The same key on another procedure, or with
+// another message, is refused. Package grpcidem keeps its records the same way,
+// so a service served by both shares its keys.
 //
 // # The answer
 //
@@ -58,14 +58,14 @@
 // Settings.WaitForResult a repeat of a running call waits for its answer
 // instead of Aborted.
 //
-// A replay is the first call's response message, decoded into a new
-// message of its type (found by name in Config.Types), or the error the
-// first call failed with, code, message and details. What is kept: the
-// response message, and the errors whose codes Storable reports
-// (InvalidArgument, FailedPrecondition, OutOfRange, Unauthenticated,
-// PermissionDenied, NotFound: what the HTTP shapes keep as 4xx). Any other
-// error, and a panic, releases the key: the client's retry runs the
-// handler again. Response headers and trailers are not kept.
+// A replay is the first call's response message, decoded into a new message of
+// its type (found by name in Config.Types). Or it is the error the first call
+// failed with: code, message and details. What is kept: the response message,
+// and the errors whose codes Storable reports (InvalidArgument,
+// FailedPrecondition, OutOfRange, Unauthenticated, PermissionDenied, NotFound:
+// what the HTTP shapes keep as 4xx). Any other error, and a panic, releases the
+// key: the client's retry runs the handler again. Response headers and trailers
+// are not kept.
 //
 // Inside the server, a replayed connect.AnyResponse is not the handler's
 // *connect.Response[T], since Go cannot name that type at run time. Its

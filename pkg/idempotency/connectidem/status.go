@@ -21,10 +21,11 @@ const ErrorDomain = "ichido"
 // replayed. It follows idempotency.Storable for the code's HTTP status. The
 // codes kept are InvalidArgument, FailedPrecondition, OutOfRange,
 // Unauthenticated, PermissionDenied and NotFound. A retry of the same call
-// would get them again. Every other error (Aborted, AlreadyExists and
-// ResourceExhausted, transient like 409 and 429; Canceled, DeadlineExceeded,
-// Unavailable, Internal, Unknown, an error that is not a *connect.Error)
-// releases the key, so that the retry runs the handler again.
+// would get them again. Every other error releases the key, so that the retry
+// runs the handler again. Those are Aborted, AlreadyExists and
+// ResourceExhausted, transient like 409 and 429. They are also Canceled,
+// DeadlineExceeded, Unavailable, Internal, Unknown, and an error that is not a
+// *connect.Error.
 func Storable(code connect.Code) bool {
 	return rpcidem.Storable(rpcidem.Code(code))
 }

@@ -15,11 +15,11 @@ import (
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 )
 
-// AdminAPI is what the operator's calls (Get, List, Delete) need of the
-// client beyond API: List scans the table, or queries one user's records
-// when the table has a sort key. *dynamodb.Client implements it. The
-// functions' role needs none of it; an operator's does (dynamodb:GetItem,
-// DeleteItem, Scan and Query on the table).
+// AdminAPI is what the operator's calls (Get, List, Delete) need of the client
+// beyond API. List scans the table, or queries one user's records when the
+// table has a sort key. *dynamodb.Client implements it. The functions' role
+// needs none of it; an operator's does (dynamodb:GetItem, DeleteItem, Scan and
+// Query on the table).
 type AdminAPI interface {
 	API
 	Scan(ctx context.Context, in *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
@@ -57,17 +57,15 @@ func (s *Store) Get(ctx context.Context, userID, key string) (idemstore.Record, 
 	return rec, true, nil
 }
 
-// List implements idemstore.Admin: a strongly consistent Scan of the
-// table (of the records under Options.KeyPrefix, of q.UserID's when set),
-// or a Query of one user's records when the table has a sort key; then
-// newest first, at most q.Limited(). It reads every record it selects:
-// for operators, not for a request's path. The client must implement
-// AdminAPI.
+// List implements idemstore.Admin with a strongly consistent Scan of the
+// records under Options.KeyPrefix (q.UserID's when set). When the table has a
+// sort key, it makes a Query of one user's records. It returns them newest
+// first, at most q.Limited(). It reads every record it selects: for operators,
+// not for a request's path. The client must implement AdminAPI.
 //
-// Only the store's own records are listed: an item whose key is not
-// exactly KeyPrefix and the ids (another store's prefix, an item of
-// another layout such as a Powertools record), or whose attributes are not
-// a record, is skipped.
+// Only the store's own records are listed. An item is skipped when its key is
+// not exactly KeyPrefix and the ids, such as another store's prefix or a
+// Powertools record. It is skipped too when its attributes are not a record.
 func (s *Store) List(ctx context.Context, q idemstore.ListQuery) ([]idemstore.Record, error) {
 	admin, ok := s.client.(AdminAPI)
 	if !ok {

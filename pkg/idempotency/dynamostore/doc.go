@@ -69,12 +69,12 @@
 // expires_at and lease_until unchanged, or the key free. Of claims racing
 // for it, one wins and the others see its record.
 //
-// Complete is one UpdateItem and Release one DeleteItem, each conditioned
-// on the owner token and the in-progress status (not on the lease: an
-// owner whose lease ran out may still finish while nobody has taken the
-// record over). Renew is one UpdateItem of lease_until under the same
-// condition, and a second one when the new lease passes expires_at, which
-// then moves with it.
+// Complete is one UpdateItem and Release one DeleteItem, each conditioned on
+// the owner token and the in-progress status. They are not conditioned on the
+// lease: an owner whose lease ran out may still finish while nobody has taken
+// the record over. Renew is one UpdateItem of lease_until under the same
+// condition, and a second one when the new lease passes expires_at, which then
+// moves with it.
 //
 // # Clocks
 //
@@ -92,14 +92,13 @@
 //
 // # Expiry
 //
-// Reads go by expires_at, to the microsecond: an item past it counts as
-// absent whether or not DynamoDB has deleted it, since TTL deletion runs
-// in the background and can lag by days. The TTL attribute lets DynamoDB
-// delete expired records at no cost. It is in Unix seconds, rounded up.
-// While in progress it is the later of the lease and expires_at. Once
-// completed it is expires_at. It moves later by as much as the caller's
-// clock runs behind the process's, so that a record is not deleted while
-// it is live.
+// Reads go by expires_at, to the microsecond. An item past it counts as absent
+// whether or not DynamoDB has deleted it. TTL deletion runs in the background
+// and can lag by days. The TTL attribute lets DynamoDB delete expired records
+// at no cost. It is in Unix seconds, rounded up. While in progress it is the
+// later of the lease and expires_at. Once completed it is expires_at. It moves
+// later by as much as the caller's clock runs behind the process's, so that a
+// record is not deleted while it is live.
 //
 // # Limits
 //

@@ -451,10 +451,10 @@ func (s *Store) decodeItem(userID, key string, item map[string]types.AttributeVa
 	return rec, nil
 }
 
-// Complete implements idemstore.Store: one conditional UpdateItem, fenced
-// by the owner token and the in-progress status (not by the lease: an owner
-// whose lease ran out may still complete while nobody has taken the record
-// over, as with the other stores). A response whose record would exceed
+// Complete implements idemstore.Store: one conditional UpdateItem, fenced by
+// the owner token and the in-progress status. It is not fenced by the lease, as
+// with the other stores. An owner whose lease ran out may still complete while
+// nobody has taken the record over. A response whose record would exceed
 // MaxItemBytes is refused before anything is sent.
 func (s *Store) Complete(ctx context.Context, c idemstore.Completion) error {
 	if err := cmp.Or(ctx.Err(), idemstore.CheckIDs(c.UserID, c.Key)); err != nil {
@@ -547,12 +547,11 @@ func (s *Store) Release(ctx context.Context, r idemstore.Ref) error {
 	}
 }
 
-// Renew implements idemstore.Store: one conditional UpdateItem that
-// moves the lease, fenced by the owner token and the in-progress status.
-// A lease past the record's ExpiresAt moves ExpiresAt and the TTL too,
-// which costs a second UpdateItem: the first one's failed condition (the
-// expiry) answers with the record, and the second is conditioned on that
-// case.
+// Renew implements idemstore.Store: one conditional UpdateItem that moves the
+// lease, fenced by the owner token and the in-progress status. A lease past the
+// record's ExpiresAt moves ExpiresAt and the TTL too, which costs a second
+// UpdateItem. The first one's failed condition (the expiry) answers with the
+// record. The second is conditioned on that case.
 func (s *Store) Renew(ctx context.Context, r idemstore.Renewal) error {
 	if err := cmp.Or(ctx.Err(), idemstore.CheckIDs(r.UserID, r.Key)); err != nil {
 		return s.storeError(ctx, "renew", err)

@@ -10,11 +10,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// CreateTableInput is the table the store expects, for a program or a test
-// that creates it through the API (the stack's template declares the same
-// table): the key schema of Options.Names, on-demand capacity, and
-// server-side encryption (DynamoDB's default key). Time to Live is a
-// separate call, TimeToLiveInput, once the table is active.
+// CreateTableInput is the table the store expects, for a program or a test that
+// creates it through the API. The stack's template declares the same table. It
+// has the key schema of Options.Names, on-demand capacity, and server-side
+// encryption with DynamoDB's default key. Time to Live is a separate call,
+// TimeToLiveInput, once the table is active.
 func (s *Store) CreateTableInput() *dynamodb.CreateTableInput {
 	in := &dynamodb.CreateTableInput{
 		TableName:   s.table,

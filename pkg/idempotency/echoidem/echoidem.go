@@ -12,12 +12,11 @@ import (
 )
 
 // Middleware returns Echo middleware that gives the handlers after it
-// idempotency.Middleware's contract, cfg as that function takes it: it is
-// that middleware (one engine, the same answers), adapted to Echo's chain
-// by Adapt. Mount it after the authentication middleware, and read the
-// user that middleware keeps in Echo's context with SubjectFromKey or
-// SubjectFrom. Middleware returns an error, and no middleware, when cfg is
-// invalid.
+// idempotency.Middleware's contract, with cfg as that function takes it. It is
+// that middleware (one engine, the same answers), adapted to Echo's chain by
+// Adapt. Mount it after the authentication middleware, and read the user that
+// middleware keeps in Echo's context with SubjectFromKey or SubjectFrom.
+// Middleware returns an error, and no middleware, when cfg is invalid.
 func Middleware(cfg idempotency.Config) (echo.MiddlewareFunc, error) {
 	if cfg.Subject == nil {
 		return nil, errors.New("echoidem: invalid Config: Config.Subject is nil: an Echo server has no API Gateway authorizer; read the user your authentication middleware set in Echo's context (SubjectFromKey, SubjectFrom)")
@@ -43,8 +42,8 @@ func Middleware(cfg idempotency.Config) (echo.MiddlewareFunc, error) {
 // An error handler must therefore skip a committed response, as Echo's default
 // one does. When mw answers itself (a replay, a refusal), the handlers after it
 // do not run. Either way c.Response() and c.Request() are the outer ones again
-// when the middleware returns, also when a handler panics, so that Echo's
-// Recover answers a panic on the real response (the key is released first).
+// when the middleware returns, also when a handler panics. So Echo's Recover
+// answers a panic on the real response, after the key is released.
 func Adapt(mw func(http.Handler) http.Handler) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) (err error) {
@@ -90,11 +89,11 @@ func echoContext(ctx context.Context) (echo.Context, error) {
 }
 
 // SubjectFromKey returns a Config.Subject that reads the user from Echo's
-// context, where an authentication middleware put it with c.Set(key, user):
-// a string, or a value whose String method gives the subject (a
-// uuid.UUID). No value under key is no user (401 unauthenticated); a value
-// of another type (echo-jwt's *jwt.Token) is an error, logged and answered
-// with 401 as well: read such a value with SubjectFrom.
+// context, where an authentication middleware put it with c.Set(key, user). The
+// user is a string, or a value whose String method gives the subject (a
+// uuid.UUID). No value under key is no user (401 unauthenticated). A value of
+// another type, such as echo-jwt's *jwt.Token, is an error, logged and answered
+// with 401 as well. Read such a value with SubjectFrom.
 func SubjectFromKey(key string) idempotency.SubjectFunc {
 	return func(ctx context.Context, _ idempotency.Request) (string, error) {
 		c, err := echoContext(ctx)

@@ -12,10 +12,10 @@ import (
 )
 
 // Middleware returns gin middleware that gives the handlers after it
-// idempotency.Middleware's contract, cfg as that function takes it: it is
-// that middleware (one engine, the same answers), adapted to gin's chain
-// by Adapt. Mount it after the authentication middleware, and read the
-// user that middleware keeps in gin's context with SubjectFromKey or SubjectFrom.
+// idempotency.Middleware's contract, with cfg as that function takes it. It is
+// that middleware (one engine, the same answers), adapted to gin's chain by
+// Adapt. Mount it after the authentication middleware, and read the user that
+// middleware keeps in gin's context with SubjectFromKey or SubjectFrom.
 // Middleware returns an error, and no middleware, when cfg is invalid.
 func Middleware(cfg idempotency.Config) (gin.HandlerFunc, error) {
 	if cfg.Subject == nil {
@@ -39,8 +39,8 @@ func Middleware(cfg idempotency.Config) (gin.HandlerFunc, error) {
 // response mw buffers. Headers, c.JSON, c.Status and aborts all land in the
 // answer that is kept. When mw answers itself (a replay, a refusal), the rest
 // of the chain is aborted. Either way c.Writer and c.Request are the outer ones
-// again when the middleware returns, also when a handler panics, so that gin's
-// Recovery answers a panic on the real response (the key is released first).
+// again when the middleware returns, also when a handler panics. So gin's
+// Recovery answers a panic on the real response, after the key is released.
 func Adapt(mw func(http.Handler) http.Handler) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		outerWriter, outerRequest := c.Writer, c.Request
@@ -87,11 +87,11 @@ func ginContext(ctx context.Context) (*gin.Context, error) {
 }
 
 // SubjectFromKey returns a Config.Subject that reads the user from gin's
-// context, where an authentication middleware put it with c.Set(key, user):
-// a string, or a value whose String method gives the subject (a
-// uuid.UUID). No value under key is no user (401 unauthenticated); a value
-// of another type is an error, logged and answered with 401 as well (read
-// such a value with SubjectFrom).
+// context, where an authentication middleware put it with c.Set(key, user). The
+// user is a string, or a value whose String method gives the subject (a
+// uuid.UUID). No value under key is no user (401 unauthenticated); a value of
+// another type is an error, logged and answered with 401 as well (read such a
+// value with SubjectFrom).
 func SubjectFromKey(key any) idempotency.SubjectFunc {
 	return func(ctx context.Context, _ idempotency.Request) (string, error) {
 		c, err := ginContext(ctx)

@@ -54,14 +54,14 @@
 // google.rpc.RetryInfo of one second. With Settings.WaitForResult a repeat
 // of a running call waits for its answer instead of Aborted.
 //
-// A replay is a new message of the method's response type, decoded from
-// the bytes the first call answered (found by name in Config.Types), or
-// the status the first call failed with. What is kept: the response
-// message, and the errors whose codes Storable reports (InvalidArgument,
-// FailedPrecondition, OutOfRange, Unauthenticated, PermissionDenied,
-// NotFound: what the HTTP shapes keep as 4xx). Any other error, and a
-// panic, releases the key: the client's retry runs the handler again.
-// Response header and trailer metadata are not kept.
+// A replay is a new message of the method's response type (found by name in
+// Config.Types), decoded from the bytes the first call answered. Or it is the
+// status the first call failed with. What is kept: the response message, and
+// the errors whose codes Storable reports (InvalidArgument, FailedPrecondition,
+// OutOfRange, Unauthenticated, PermissionDenied, NotFound: what the HTTP shapes
+// keep as 4xx). Any other error, and a panic, releases the key: the client's
+// retry runs the handler again. Response header and trailer metadata are not
+// kept.
 //
 // # Which methods
 //

@@ -34,12 +34,12 @@ type Config struct {
 	Store idemstore.Store
 
 	// Subject returns the authenticated subject of a call. It must read only
-	// what authenticated the call (what an authentication interceptor put
-	// into ctx after verifying the caller's token, or the peer's verified
-	// TLS identity, peer.FromContext), never metadata a client sets freely.
-	// idempotency.SubjectUUID maps the subject to the user id kept, so keys
-	// are scoped per user. "" or an error (logged, never sent) refuses the
-	// call with Unauthenticated; the handler does not run. Required.
+	// what authenticated the call, never metadata a client sets freely. That is
+	// what an authentication interceptor put into ctx after verifying the
+	// caller's token, or the peer's verified TLS identity (peer.FromContext).
+	// idempotency.SubjectUUID maps the subject to the user id kept, so keys are
+	// scoped per user. "" or an error (logged, never sent) refuses the call
+	// with Unauthenticated; the handler does not run. Required.
 	Subject func(ctx context.Context) (string, error)
 
 	// KeyFormat is what a key must look like: idempotency.KeyUUIDv4 or

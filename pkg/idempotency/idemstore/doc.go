@@ -44,15 +44,15 @@
 // record with the not-kept marker (Response.NotKept), which carries no
 // headers and no body and which every store must keep.
 //
-// Errors. Apart from ErrLeaseLost, every failure is wrapped in a *Error,
-// never returned as the driver's error. A store's one place of error
-// translation sets Error.Permanent on what repeating the call cannot cure:
-// missing privileges or objects, failed authentication, a value under the
-// store's keys that is not a record, ErrTooLarge, ErrNotID. Everything else (timeouts,
-// refused or reset connections, a failover, throttling) is transient; when
-// in doubt, transient. The engine answers a transient failure with 503 and
-// Retry-After, a permanent one with 500 and no retry, and never runs the
-// work without a claim.
+// Errors. Apart from ErrLeaseLost, every failure is wrapped in a *Error, never
+// returned as the driver's error. A store's one place of error translation sets
+// Error.Permanent on what repeating the call cannot cure. That is missing
+// privileges or objects and failed authentication. It is also a value under the
+// store's keys that is not a record, ErrTooLarge and ErrNotID. Everything else
+// (timeouts, refused or reset connections, a failover, throttling) is
+// transient; when in doubt, transient. The engine answers a transient failure
+// with 503 and Retry-After, a permanent one with 500 and no retry, and never
+// runs the work without a claim.
 //
 // # What a store author asks
 //
@@ -76,10 +76,9 @@
 // later release. A value under the store's keys that is not a record at
 // all is a permanent one.
 //
-// Delete removes a record whatever its expiry. Whether it reports a
-// record that expired but was not yet removed as deleted is the store's
-// choice: the answer is for display, and Get and List never show such a
-// record.
+// Delete removes a record whatever its expiry. A record that expired but was
+// not yet removed may be reported as deleted or not: the store chooses. The
+// answer is for display, and Get and List never show such a record.
 //
 // An embedded store (in the process, or a file) keeps every rule above; its own
 // clock is the server's. It may leave out what has no meaning for it. Without a

@@ -10,11 +10,11 @@ import (
 // invocation took it over, or it was deleted. Nothing was written.
 var ErrLeaseLost = errors.New("idempotency: lease lost: the record is no longer owned by this invocation")
 
-// Error wraps any failure of a Store other than ErrLeaseLost: the store
-// could not be reached, timed out, refused the call or failed. The HTTP
-// shapes answer it with 503 idempotency_store_unavailable (Retry-After: 1)
-// when it is transient and with 500 idempotency_store_misconfigured (no
-// Retry-After) when it is Permanent, and never show its text to a client.
+// Error wraps any failure of a Store other than ErrLeaseLost: the store could
+// not be reached, timed out, refused the call or failed. The HTTP shapes answer
+// a transient one with 503 idempotency_store_unavailable (Retry-After: 1). They
+// answer a Permanent one with 500 idempotency_store_misconfigured (no
+// Retry-After). They never show its text to a client.
 type Error struct {
 	// Op is the Store method that failed: "claim", "complete", "release"
 	// or "renew" ("check" for CheckStore).

@@ -9,11 +9,11 @@ import (
 // lower-case UUID (IsID).
 var ErrNotID = errors.New("not a lower-case UUID")
 
-// IsID reports whether s is a lower-case UUID in the 8-4-4-4-12 form: the
-// only form of the ids a record is kept under (Ref.UserID, Ref.Key). A
-// store whose keys are a prefix followed by the two ids relies on their
-// fixed length and alphabet to make the prefix an exact boundary: no id
-// can spell another prefix's key.
+// IsID reports whether s is a lower-case UUID in the 8-4-4-4-12 form: the only
+// form of the ids a record is kept under (Ref.UserID, Ref.Key). A store whose
+// keys are a prefix followed by the two ids relies on their fixed length and
+// alphabet. They make the prefix an exact boundary: no id can spell another
+// prefix's key.
 func IsID(s string) bool {
 	if len(s) != 36 {
 		return false

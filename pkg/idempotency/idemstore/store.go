@@ -128,9 +128,9 @@ func (c Claim) Inserted() ClaimResult {
 	}}
 }
 
-// Found is the answer of a claim that found rec live: the caller's own
-// in-progress claim of the same request again (a lost reply) counts as
-// claimed; any other record is returned as it is, not claimed.
+// Found is the answer of a claim that found rec live. The caller's own
+// in-progress claim of the same request again (a lost reply) counts as claimed.
+// Any other record is returned as it is, not claimed.
 func (c Claim) Found(rec Record) ClaimResult {
 	if rec.Status == StatusInProgress && rec.Owner == c.Owner && rec.Fingerprint == c.Fingerprint {
 		return ClaimResult{Claimed: true, Record: rec}
@@ -138,10 +138,10 @@ func (c Claim) Found(rec Record) ClaimResult {
 	return ClaimResult{Record: rec}
 }
 
-// Live reports whether rec counts as present at now (for a claim, the
-// earlier of the caller's and the server's clock): not expired, and
-// completed or in progress with a lease that has not run out. A record that
-// is not live is taken over as if absent.
+// Live reports whether rec counts as present at now: not expired, and completed
+// or in progress with a lease that has not run out. For a claim, now is the
+// earlier of the caller's and the server's clock. A record that is not live is
+// taken over as if absent.
 func (rec Record) Live(now time.Time) bool {
 	return rec.ExpiresAt.After(now) && (rec.Status == StatusCompleted || rec.LeaseUntil.After(now))
 }
@@ -209,7 +209,7 @@ type Response struct {
 	// IsBase64Encoded is the handler's own flag for Body.
 	IsBase64Encoded bool `json:"isBase64Encoded,omitempty"`
 	// NotKept marks the record of a run that completed but whose response could
-	// not be kept: it was too large for the store (ErrTooLarge), or a
+	// not be kept. It was too large for the store (ErrTooLarge), or a
 	// function's result does not encode as JSON. StatusCode then holds the
 	// first response's status (0 for a function), and Headers, Body and
 	// IsBase64Encoded are empty. A Store keeps the mark with the record and
@@ -225,9 +225,9 @@ type Response struct {
 	Origin *Origin `json:"origin,omitempty"`
 }
 
-// Origin is the run that produced a stored response, as a tracing system
-// names it: its W3C trace-context trace and span ids (lower-case hex, 32
-// and 16 characters) and when it completed.
+// Origin is the run that produced a stored response, as a tracing system names
+// it. It holds the W3C trace-context trace and span ids (lower-case hex, 32 and
+// 16 characters) and when the run completed.
 type Origin struct {
 	TraceID string    `json:"trace"`
 	SpanID  string    `json:"span"`

@@ -16,8 +16,8 @@
 // decides takeover and expiry against the earlier of the caller's clock
 // (Claim.Now) and its own, the process's time.Now.
 //
-// It has no key prefix: each Store is a set of records of its own, and two
-// Stores never see each other's, so the Store is the boundary between the
+// It has no key prefix. Each Store is a set of records of its own, and two
+// Stores never see each other's. So the Store is the boundary between the
 // services of a test.
 package memstore
 

@@ -1,7 +1,7 @@
-// Package observe is the seam between the idempotency engine and a tracing
-// or metrics system. The engine imports nothing of OpenTelemetry or any
-// other: Settings.Observer takes an Observer, and a package of its own
-// (otelidem, a module apart) implements it, so that only its users get its
+// Package observe is the seam between the idempotency engine and a tracing or
+// metrics system. The engine imports nothing of OpenTelemetry or any other
+// telemetry library. Settings.Observer takes an Observer, which a package of
+// its own implements (otelidem, a module apart). So only its users get its
 // dependencies.
 //
 // One protected call (an HTTP request, a Function call, one SQS record) is
@@ -100,11 +100,11 @@ type Result struct {
 	Origin *idemstore.Origin
 }
 
-// Digest is the keyed digest that a log line shows in place of an
-// identifier (a key, a user id) when Settings.LogDigestSecret is set:
-// "h:" and the first 16 bytes of HMAC-SHA-256(secret, value) in hex. An
-// operator who holds the secret computes it for a known key or user
-// (keystore digest) to find the log lines of a record.
+// Digest is the keyed digest that a log line shows in place of an identifier (a
+// key, a user id) when Settings.LogDigestSecret is set. It is "h:" and the
+// first 16 bytes of HMAC-SHA-256(secret, value) in hex. An operator who holds
+// the secret computes it for a known key or user (keystore digest) to find the
+// log lines of a record.
 func Digest(secret []byte, value string) string {
 	m := hmac.New(sha256.New, secret)
 	m.Write([]byte(value))
