@@ -1,6 +1,6 @@
-// Package otelidem reports ichido's protected calls to OpenTelemetry: one
-// span per call, linked on a replay to the span of the run whose answer it
-// replays, and metrics of the calls and of their store calls.
+// Package otelidem reports ichido's protected calls to OpenTelemetry. Each call
+// is one span, linked on a replay to the span of the run whose answer it
+// replays. Metrics count the calls and their store calls.
 //
 //	cfg := idempotency.Config{
 //		Store:    store,
@@ -46,16 +46,16 @@
 //
 // Each store call is an event of the span at the time the call started:
 // "ichido.store.claim", "ichido.store.complete", "ichido.store.release",
-// "ichido.store.renew" (a heartbeat's renewal), "ichido.store.wait" (a
-// waiting duplicate's poll) or "ichido.store.get", with the attribute
-// ichido.store.duration (seconds) and, when it failed, error.type. Events
-// cost far less than child spans; a store client's own instrumentation
-// (for pgx, the AWS SDK or go-redis) makes child spans of this span if
-// wanted, since the store calls are made in the call's context.
+// "ichido.store.renew" (a heartbeat's renewal), "ichido.store.wait" (a waiting
+// duplicate's poll) or "ichido.store.get", with the attribute
+// ichido.store.duration (seconds) and, when it failed, error.type. Events cost
+// far less than child spans. A store client's own instrumentation (for pgx, the
+// AWS SDK or go-redis) makes child spans of this span if wanted. The store
+// calls are made in the call's context.
 //
-// A failed call has the status Error, described by its class only:
-// "transient" (the store may succeed when tried again), "permanent" (a
-// deployment to fix), "lease_lost" or "handler" (the handler failed or
+// A failed call has the status Error, described by its class only. "transient"
+// means the store may succeed when tried again, and "permanent" a deployment to
+// fix. The others are "lease_lost" and "handler" (the handler failed or
 // panicked). A refusal (409, 422, 400) is the caller's, not a failure.
 //
 // # Replays point at their origin

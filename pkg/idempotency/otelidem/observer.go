@@ -45,9 +45,9 @@ const (
 	metricStoreDuration = "ichido.store.duration"
 )
 
-// Bucket boundaries, in seconds: a call's are those the semantic
-// conventions advise for HTTP durations; a store call's start lower, since
-// a round trip to a store in the same region takes a millisecond or two.
+// Bucket boundaries, in seconds. A call's are those the semantic conventions
+// advise for HTTP durations. A store call's start lower: a round trip to a
+// store in the same region takes a millisecond or two.
 var (
 	callBuckets  = []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10}
 	storeBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5}

@@ -31,24 +31,24 @@ func Grants(schema, role string) []string {
 	}
 }
 
-// CronGrants returns the statements that let role, the database user that
-// runs Migrate, schedule the purge when the key store is in another
-// database than the one pg_cron keeps its jobs in (cron.database_name),
-// here for user migrator:
+// CronGrants returns the statements that let role, the database user that runs
+// Migrate, schedule the purge. They are needed when pg_cron keeps its jobs
+// (cron.database_name) in another database than the key store. Here they are
+// for user migrator:
 //
 //	GRANT pg_read_all_settings TO "migrator";
 //	GRANT USAGE ON SCHEMA cron TO "migrator";
 //	GRANT EXECUTE ON FUNCTION cron.schedule_in_database(text, text, text, text, text, boolean) TO "migrator";
 //
-// The first lets the user read cron.database_name, to find that database;
-// the other two run in that database, as a superuser or as the user that
-// created pg_cron (on Aurora, the master user, a member of rds_superuser).
-// USAGE on schema cron alone is not enough: pg_cron 1.4 and later revoke
-// EXECUTE on cron.schedule_in_database from PUBLIC, for its owner to grant.
-// pg_cron then checks that the user may CONNECT to the key store's
-// database, which PUBLIC may unless that was revoked; the job runs as the
-// user. Where the key store is in the cron database itself, USAGE on
-// schema cron is all pg_cron asks (cron.schedule is PUBLIC's).
+// The first lets the user read cron.database_name, to find that database. The
+// other two run in that database, as a superuser or as the user that created
+// pg_cron. On Aurora that is the master user, a member of rds_superuser. USAGE
+// on schema cron alone is not enough: pg_cron 1.4 and later revoke EXECUTE on
+// cron.schedule_in_database from PUBLIC, for its owner to grant. pg_cron then
+// checks that the user may CONNECT to the key store's database, which PUBLIC
+// may unless that was revoked; the job runs as the user. Where the key store is
+// in the cron database itself, USAGE on schema cron is all pg_cron asks
+// (cron.schedule is PUBLIC's).
 func CronGrants(role string) []string {
 	r := pgx.Identifier{role}.Sanitize()
 	return []string{

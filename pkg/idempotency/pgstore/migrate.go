@@ -51,10 +51,10 @@ const (
 	// connection to that database. When neither is possible Migrate fails
 	// before applying anything.
 	CronAuto CronMode = ""
-	// CronOff schedules nothing: the user calls the purge,
-	// CALL <schema>.purge_expired_idempotency_keys() with the schema quoted
-	// where SQL needs it (MigrateResult.PurgeCommand), from a scheduler of
-	// their own (an EventBridge rule and a function, a Kubernetes CronJob).
+	// CronOff schedules nothing. The user calls the purge from a scheduler of
+	// their own, such as an EventBridge rule and a function, or a Kubernetes
+	// CronJob. The call is CALL <schema>.purge_expired_idempotency_keys(), with
+	// the schema quoted where SQL needs it (MigrateResult.PurgeCommand).
 	CronOff CronMode = "off"
 )
 
@@ -81,11 +81,11 @@ type MigrateResult struct {
 	// Applied are the migration files applied by this call, in order
 	// (none when the store was up to date).
 	Applied []string
-	// PurgeCommand is the statement that purges expired keys,
-	// CALL <schema>.purge_expired_idempotency_keys(), with the schema quoted
-	// where SQL needs it, as format's %I quotes (a reserved word: "order";
-	// upper case: "Keys"; a plain name stays as it is). The pg_cron job runs
-	// it; with CronOff, a scheduler of the user's own calls it hourly.
+	// PurgeCommand is the statement that purges expired keys, CALL
+	// <schema>.purge_expired_idempotency_keys(). The schema is quoted where SQL
+	// needs it, as format's %I quotes. A reserved word is quoted ("order"), and
+	// so is upper case ("Keys"). A plain name stays as it is. The pg_cron job
+	// runs it. With CronOff, a scheduler of the user's own calls it hourly.
 	PurgeCommand string
 	// Purge is the pg_cron job that runs the purge; nil with CronOff.
 	Purge *CronJob
@@ -113,10 +113,10 @@ var (
 	// ErrNoPgCron is returned by Migrate with CronAuto when the server does
 	// not run pg_cron. Nothing was applied.
 	ErrNoPgCron = errors.New("pgstore: pg_cron is not available on this server")
-	// ErrCronElsewhere is returned by Migrate with CronAuto when pg_cron
-	// keeps its jobs in another database (cron.database_name) and the
-	// connection's user cannot schedule a job there; the message gives the
-	// statements that let it (CronGrants). Nothing was applied.
+	// ErrCronElsewhere is returned by Migrate with CronAuto when pg_cron keeps
+	// its jobs in another database (cron.database_name) and the connection's
+	// user cannot schedule a job there. The message gives the statements that
+	// let it (CronGrants). Nothing was applied.
 	ErrCronElsewhere = errors.New("pgstore: pg_cron runs in another database, where this user cannot schedule the purge")
 )
 
@@ -155,17 +155,17 @@ func loadMigrations() ([]migration, error) {
 }
 
 // Migrate creates or updates the key store in one schema of the pool's
-// database: the UNLOGGED table idempotency_keys, the purge procedure, the
-// functions a Store calls, and (with CronAuto) the hourly pg_cron job that
-// calls the purge. It is safe to call at every start or deploy: migrations
-// already applied are skipped, concurrent calls wait for each other, and
-// the job is created or updated in place.
+// database. That is the UNLOGGED table idempotency_keys, the purge procedure
+// and the functions a Store calls. With CronAuto, it is also the hourly pg_cron
+// job that calls the purge. It is safe to call at every start or deploy:
+// migrations already applied are skipped, concurrent calls wait for each other,
+// and the job is created or updated in place.
 //
-// Everything is checked before anything is applied: with CronAuto, a
-// server without pg_cron gives ErrNoPgCron and a cron database the user
-// cannot schedule in gives ErrCronElsewhere, and the database is left as
-// it was. The migrations and the schedule then commit together (when pg_cron
-// lives in another database, its job is committed right after the
+// Everything is checked before anything is applied, and a failed check leaves
+// the database as it was. With CronAuto, a server without pg_cron gives
+// ErrNoPgCron. A cron database the user cannot schedule in gives
+// ErrCronElsewhere. The migrations and the schedule then commit together (when
+// pg_cron lives in another database, its job is committed right after the
 // migrations, on its own connection).
 //
 // Migrate needs a user that may create objects in the schema; the purge is

@@ -1,7 +1,7 @@
 // Package pgstore keeps idempotency records in PostgreSQL, in the UNLOGGED
-// table idempotency_keys, with the key store's own migrations (Migrate, or
-// the plain SQL files of Migrations for another migration tool) in a schema
-// the user chooses.
+// table idempotency_keys, in a schema the user chooses. The key store has its
+// own migrations: Migrate, or the plain SQL files of Migrations for another
+// migration tool.
 //
 // Each Store method is one statement, one round trip, calling a PL/pgSQL
 // function that the migrations create:
@@ -51,9 +51,9 @@
 // share its records, stores on two schemas share nothing. There is no key
 // prefix; a record is named by its user id and key, both UUIDs.
 //
-// The response is kept in response_body (JSONB) as an envelope whose body is
-// a JSON string, so that it replays byte for byte, with the origin of a
-// traced run as a member of its own.
+// The response is kept in response_body (JSONB) as an envelope whose body is a
+// JSON string, so that it replays byte for byte. The origin of a traced run is
+// a member of its own.
 package pgstore
 
 import (
@@ -92,9 +92,8 @@ type Options struct {
 }
 
 // DefaultMaxRecordBytes is the largest response envelope a Store sends by
-// default: 255 MiB, under the 256 MiB (2^28 - 1 bytes) that a JSONB value,
-// and each string in it, can hold, with room for the envelope's own
-// members.
+// default: 255 MiB. A JSONB value, and each string in it, holds up to 256 MiB
+// (2^28 - 1 bytes). The difference leaves room for the envelope's own members.
 const DefaultMaxRecordBytes = 255 << 20
 
 // Store is an idemstore.Store on PostgreSQL. It is safe for concurrent use.
@@ -295,8 +294,8 @@ func newStatements(qualify func(string) string) statements {
 }
 
 // Claim implements idemstore.Store. When the record is not claimed, the
-// returned Record holds Status and Fingerprint, and the Response of a
-// completed record of the same request (the replay); its Owner and times are
+// returned Record holds Status and Fingerprint. It holds the Response of a
+// completed record of the same request (the replay). Its Owner and times are
 // left zero, as the decorator does not need them.
 func (s *Store) Claim(ctx context.Context, c idemstore.Claim) (idemstore.ClaimResult, error) {
 	if err := idemstore.CheckIDs(c.UserID, c.Key); err != nil {
@@ -348,18 +347,18 @@ func timestamptz(t time.Time) pgtype.Timestamptz { return pgtype.Timestamptz{Tim
 // micro is t as PostgreSQL keeps it: microseconds, UTC.
 func micro(t time.Time) time.Time { return t.Truncate(time.Microsecond).UTC() }
 
-// Complete implements idemstore.Store. The update is fenced by the owner
-// token and the in-progress status, not by the lease: an owner whose lease
-// ran out may still complete while nobody has taken the record over.
-// Completion.Now is not consulted.
+// Complete implements idemstore.Store. The update is fenced by the owner token
+// and the in-progress status, not by the lease. An owner whose lease ran out
+// may still complete while nobody has taken the record over. Completion.Now is
+// not consulted.
 func (s *Store) Complete(ctx context.Context, c idemstore.Completion) error {
 	return s.complete(ctx, s.db, c)
 }
 
 // CompleteRunInTx completes the run's record inside tx, the caller's own
-// transaction, so that the record is completed if and only if tx commits: there
-// is no moment at which the work is committed but the key is still in progress.
-// It is called inside a handler run by idempotency.Wrap or Middleware, with the
+// transaction. So the record is completed if and only if tx commits. There is
+// no moment at which the work is committed but the key is still in progress. It
+// is called inside a handler run by idempotency.Wrap or Middleware, with the
 // response it is about to return (one of idempotency.AnyResponse) as result. Or
 // it is called inside a function run by idempotency.Function or SQSHandler,
 // with its result. The engine then does not complete the record itself.
@@ -370,15 +369,15 @@ func (s *Store) Complete(ctx context.Context, c idemstore.Completion) error {
 //	if err := tx.Commit(ctx); err != nil { ... return the error }
 //	return resp, nil
 //
-// It reports false and writes nothing when there is nothing to complete:
-// outside such a run, after idempotency.DoNotStore, for a response that is
-// not stored, or when the run's completion was taken before. It fails,
-// writing nothing, when s is not the Store the run was claimed with (tx
-// must be on that Store's database too). It is fenced like Complete: on
-// idemstore.ErrLeaseLost another invocation owns the key and nothing was
-// written to the record; on any error the caller rolls tx back and fails,
-// and the engine releases the record. A handler that then answers with
-// another response than the one it completed is refused with 500
+// It reports false and writes nothing when there is nothing to complete. That
+// is outside such a run, after idempotency.DoNotStore, or for a response that
+// is not stored. It is also when the run's completion was taken before. It
+// fails, writing nothing, when s is not the Store the run was claimed with (tx
+// must be on that Store's database too). It is fenced like Complete. On
+// idemstore.ErrLeaseLost another invocation owns the key, and nothing was
+// written to the record. On any error the caller rolls tx back and fails, and
+// the engine releases the record. A handler that then answers with another
+// response than the one it completed is refused with 500
 // idempotency_response_mismatch.
 func (s *Store) CompleteRunInTx(ctx context.Context, tx pgx.Tx, result any) (bool, error) {
 	_, c, ok, err := s.takeCompletion(ctx, result)
@@ -392,12 +391,12 @@ func (s *Store) CompleteRunInTx(ctx context.Context, tx pgx.Tx, result any) (boo
 }
 
 // CompleteRunInBatch is CompleteRunInTx in a batch: it queues the run's
-// completion on b, the batch that holds the caller's own writes. A batch
-// sent outside an explicit transaction (pool.SendBatch) runs in one implicit
-// transaction, so the writes and the completion commit together in the
-// batch's one round trip, and a statement of the batch that fails rolls
-// back both. It is for a handler whose response is known before its writes
-// are sent (ids and times made by the handler).
+// completion on b, the batch that holds the caller's own writes. A batch sent
+// outside an explicit transaction (pool.SendBatch) runs in one implicit
+// transaction. So the writes and the completion commit together in the batch's
+// one round trip. A statement of the batch that fails rolls back both. It is
+// for a handler whose response is known before its writes are sent (ids and
+// times made by the handler).
 //
 // It reports false and queues nothing when there is nothing to complete (as
 // CompleteRunInTx). It fails and queues nothing when s is not the run's Store,

@@ -28,11 +28,11 @@ const (
 	// DefaultPoolSize is the number of connections per execution
 	// environment; it handles one request at a time.
 	DefaultPoolSize = 2
-	// DefaultMaxRetries is how many times a command is retried after a
-	// network error. Running a script again is safe: a repeated claim by the
-	// same owner succeeds, and a Complete or Release whose first run was
-	// applied but whose reply was lost reports ErrLeaseLost, which the
-	// decorator logs and otherwise ignores.
+	// DefaultMaxRetries is how many times a command is retried after a network
+	// error. Running a script again is safe. A repeated claim by the same owner
+	// succeeds. A Complete or Release whose first run was applied but whose
+	// reply was lost reports ErrLeaseLost. The decorator logs it and otherwise
+	// ignores it.
 	DefaultMaxRetries = 1
 )
 

@@ -1,6 +1,6 @@
 package redisstore
 
-// idGlob is SCAN's pattern of an id: any 36 characters, which parseKey
-// then checks are a lower-case UUID (idemstore.IsID, whose alphabet holds
-// no brace and no ":", so that KeyPrefix is an exact boundary).
+// idGlob is SCAN's pattern of an id: any 36 characters. parseKey then checks
+// they are a lower-case UUID (idemstore.IsID). That alphabet holds no brace and
+// no ":", so KeyPrefix is an exact boundary.
 const idGlob = "????????????????????????????????????"

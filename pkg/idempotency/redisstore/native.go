@@ -35,9 +35,9 @@ const (
 )
 
 // maxPending bounds how many runs' records a Store remembers. A run that is
-// never completed nor released (its process went on after it) stays until
-// its record's expiry or until the table is full and swept; past the bound
-// new runs are not remembered and complete through the script.
+// never completed nor released (its process went on after it) stays until its
+// record's expiry, or until the table is full and swept. Past the bound, new
+// runs are not remembered and complete through the script.
 const maxPending = 16384
 
 // pendingID names a run's record: its key and its owner token.

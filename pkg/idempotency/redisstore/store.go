@@ -1,11 +1,10 @@
 // Package redisstore keeps idempotency records in Redis or Valkey (Amazon
-// ElastiCache), a store for growth past about 10,000 monthly active users.
-// It implements the same idemstore.Store contract as package pgstore and
-// passes the same conformance suite, so a handler wrapped by
-// idempotency.Wrap does not change when the store does.
-// It needs Redis 7.0 or later, or Valkey (SET with both NX and GET); on
-// Valkey 8.1 or Redis 8.4 and later a first request's completion is a plain
-// command instead of a script.
+// ElastiCache), a store for growth past about 10,000 monthly active users. It
+// implements the same idemstore.Store contract as package pgstore and passes
+// the same conformance suite, so a handler wrapped by idempotency.Wrap does not
+// change when the store does. It needs Redis 7.0 or later, or Valkey (SET with
+// both NX and GET). On Valkey 8.1 or Redis 8.4 and later, a first request's
+// completion is a plain command instead of a script.
 //
 // Each record is one string value under "<prefix>{<user_id>:<key>}". The braces
 // are a hash tag that holds the whole identity of the record. So on a cluster
@@ -15,12 +14,12 @@
 // written under the earlier key name "<prefix>{<user_id>}:<key>", whose hash
 // tag held the user alone, are not read.
 //
-// Both ids are lower-case UUIDs (every call refuses other ids with a
-// permanent error), whose fixed length makes the prefix an exact boundary:
-// what precedes "{<user_id>:<key>}" is the prefix of the store that wrote
-// the key. A store on "svc" never reads, writes, lists or deletes the
-// records of "svc2" or "svc{eu}", and List skips every key that is not the
-// store's own or whose value is not a record.
+// Both ids are lower-case UUIDs, and every call refuses other ids with a
+// permanent error. Their fixed length makes the prefix an exact boundary: what
+// precedes "{<user_id>:<key>}" is the prefix of the store that wrote the key. A
+// store on "svc" never reads, writes, lists or deletes the records of "svc2" or
+// "svc{eu}". List skips every key that is not the store's own or whose value is
+// not a record.
 //
 // # Operations
 //
@@ -57,9 +56,9 @@
 // The store remembers the bytes of each run's in-progress record from its
 // claim, and follows its own renewals. So the write happens only over that very
 // record. That value holds the run's owner token and the in-progress status,
-// the script's fence. When the bytes differ (the record was taken over, or
-// renewed where this store did not see it) nothing is written and the script
-// decides; a server that refuses IFEQ gets the script from then on.
+// the script's fence. When the bytes differ, nothing is written and the script
+// decides: the record was taken over, or renewed where this store did not see
+// it. A server that refuses IFEQ gets the script from then on.
 //
 // Redis itself removes expired records. Each write gives the key the record's
 // time to live (PX), ExpiresAt − Now. While in progress, it is up to the later
@@ -94,15 +93,14 @@
 // version 1, byte for byte as before. A reader that knows version 1 alone
 // refuses a record with an origin instead of replaying it wrong.
 //
-// Every variable field but the last carries its length, so no byte in an
-// owner, a header or a body can break the parsing, and the body replays
-// byte for byte whatever it holds. Decoding copies nothing: the strings of
-// a decoded record share the reply's memory. A value of another version,
-// or one too short for its lengths, is not a record, nor is a key of
-// another type (a hash, a list): the store answers with a
-// *idemstore.Error and leaves it alone. A later format takes the next
-// version number, and the project's version policy says what is promised
-// across versions.
+// Every variable field but the last carries its length, so no byte in an owner,
+// a header or a body can break the parsing. The body replays byte for byte
+// whatever it holds. Decoding copies nothing: the strings of a decoded record
+// share the reply's memory. A value of another version, or one too short for
+// its lengths, is not a record. Nor is a key of another type, such as a hash or
+// a list. The store answers with a *idemstore.Error and leaves it alone. A
+// later format takes the next version number, and the project's version policy
+// says what is promised across versions.
 package redisstore
 
 import (
@@ -137,15 +135,15 @@ type Options struct {
 	// "ichido:idem:".
 	KeyPrefix string
 
-	// MaxRecordBytes is the largest record Complete writes: the record
-	// format's fields, the headers and the body. A larger response is
-	// refused before anything is sent, with a permanent
-	// *idemstore.Error wrapping idemstore.ErrTooLarge, and the
-	// record is completed with the not-kept marker instead. Defaults to
-	// 511 MiB (DefaultMaxRecordBytes), under the 512 MB that a Redis string
-	// and a request argument (proto-max-bulk-len) hold by default; set it
-	// to your server's limit when that is lower. A server that refuses a
-	// larger value all the same answers with the same error.
+	// MaxRecordBytes is the largest record Complete writes: the record format's
+	// fields, the headers and the body. A larger response is refused before
+	// anything is sent, with a permanent *idemstore.Error wrapping
+	// idemstore.ErrTooLarge, and the record is completed with the not-kept
+	// marker instead. Defaults to 511 MiB (DefaultMaxRecordBytes), under the
+	// 512 MB that a Redis string and a request argument (proto-max-bulk-len)
+	// hold by default. Set it to your server's limit when that is lower. A
+	// server that refuses a larger value all the same answers with the same
+	// error.
 	MaxRecordBytes int
 }
 
@@ -292,10 +290,10 @@ func (s *Store) claim(ctx context.Context, key string, c idemstore.Claim, value 
 	}
 }
 
-// Complete implements idemstore.Store. The write is fenced by the owner
-// token and the in-progress status, not by the lease: an owner whose lease
-// ran out may still complete while nobody has taken the record over, as in
-// package pgstore. Completion.Now is not consulted.
+// Complete implements idemstore.Store. The write is fenced by the owner token
+// and the in-progress status, not by the lease, as in package pgstore. An owner
+// whose lease ran out may still complete while nobody has taken the record
+// over. Completion.Now is not consulted.
 func (s *Store) Complete(ctx context.Context, c idemstore.Completion) error {
 	if err := cmp.Or(ctx.Err(), idemstore.CheckIDs(c.UserID, c.Key)); err != nil {
 		return storeError(ctx, "complete", err)

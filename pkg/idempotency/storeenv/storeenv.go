@@ -166,13 +166,13 @@ func Kind(getenv func(string) string) (string, error) {
 }
 
 // Open builds the store the environment names, read through getenv (os.Getenv
-// in a main), and returns it with the function that closes what Open opened
-// (safe to call more than once). A postgres store's own pool connects once
-// (dbpool.New), so that a wrong setting fails here. A redis store connects on
-// its first command. A dynamodb store connects on its first call, with the AWS
-// SDK's default credentials (the function's role on Lambda). Errors for the
-// environment match ErrEnv (and, for the database variables, dbpool.ErrConfig);
-// a database that cannot be reached gives dbpool's error.
+// in a main). It returns the store with the function that closes what Open
+// opened, which is safe to call more than once. A postgres store's own pool
+// connects once (dbpool.New), so that a wrong setting fails here. A redis store
+// connects on its first command. A dynamodb store connects on its first call,
+// with the AWS SDK's default credentials (the function's role on Lambda).
+// Errors for the environment match ErrEnv (and, for the database variables,
+// dbpool.ErrConfig); a database that cannot be reached gives dbpool's error.
 func Open(ctx context.Context, getenv func(string) string, opts *Options) (idemstore.Store, func(), error) {
 	if opts == nil {
 		opts = &Options{}

@@ -23,8 +23,8 @@ import (
 // every HTTP shape and for Function and SQSHandler, on the Store under test.
 
 // blocking is a handler that counts its runs, signals started when a run
-// begins and answers only once release is closed (or its context is done:
-// it then answers 500 and keeps the context's cause in cause).
+// begins, and answers only once release is closed. If its context is done
+// first, it answers 500 and keeps the context's cause in cause.
 type blocking struct {
 	e       *env
 	status  func(run int32) int

@@ -12,11 +12,11 @@ import (
 	"github.com/ichido/ichido/pkg/idempotency/internal/apigw"
 )
 
-// The shapes without an authorizer's claims carry the case's user where
-// that shape's own identity arrives (a Function URL's IAM principal, an
-// ALB's OIDC identity header), and the payload reads it from there as the
-// claims the table's extractors expect. A Lambda authorizer's context has
-// no place in them, so its case is left out.
+// The shapes without an authorizer's claims carry the case's user where that
+// shape's own identity arrives. That is a Function URL's IAM principal, or an
+// ALB's OIDC identity header. The payload reads it from there as the claims the
+// table's extractors expect. A Lambda authorizer's context has no place in
+// them, so its case is left out.
 var noLambdaAuthorizer = map[string]bool{"a Lambda authorizer's context gives the user through an extractor": true}
 
 // wrapShape is wrapVersion for a shape whose user is not in Claims: claims

@@ -17,9 +17,9 @@
 //		})
 //	}
 //
-// New is called once per contract case and once per behaviour table, and
-// the cases run in parallel, each with fresh random users and keys, so the
-// stores New hands out may share one database.
+// New is called once per contract case and once per behaviour table. The cases
+// run in parallel, each with fresh random users and keys. So the stores New
+// hands out may share one database.
 //
 // The contract's cases pass every time in, and no case sleeps. Stores decide
 // takeover and expiry against the earlier of the caller's clock and their
@@ -27,12 +27,12 @@
 // from there. A store that consulted only its own clock would see the suite's
 // leases as long run out. It would fail the conflict cases. Records keep a TTL
 // of a day, so that no purge running on real time touches them. Two cases use
-// the real time, to show that a caller whose clock runs ahead cannot take over
-// a live lease and that one whose clock runs behind only takes over later. A
-// store on its own clock fails ExpiryOnTheCallersClock, and the behaviour parts
-// stop at once with the same message. When a claim does not hold the record,
-// the suite checks Record.Owner and the times only where the store filled them
-// in.
+// the real time. They show that a caller whose clock runs ahead cannot take
+// over a live lease, and that one whose clock runs behind only takes over
+// later. A store on its own clock fails ExpiryOnTheCallersClock, and the
+// behaviour parts stop at once with the same message. When a claim does not
+// hold the record, the suite checks Record.Owner and the times only where the
+// store filled them in.
 package storetest
 
 import (
@@ -78,24 +78,24 @@ type Config struct {
 	// answers 503 without running the handler. Defaults to nil: those cases
 	// are skipped.
 	NewBrokenStore func(t *testing.T) idemstore.Store
-	// NewMisconfiguredStore returns a store whose server answers but
-	// refuses its calls for good (credentials without the privileges the
-	// store needs). With it the suite checks that every method fails with a
-	// permanent *idemstore.Error, that idempotency.CheckStore reports it,
-	// and that the engine answers 500 idempotency_store_misconfigured after
-	// one claim, without Retry-After and without running the handler.
-	// Defaults to nil: those cases are skipped.
+	// NewMisconfiguredStore returns a store whose server answers but refuses
+	// its calls for good (credentials without the privileges the store needs).
+	// With it the suite checks that every method fails with a permanent
+	// *idemstore.Error, and that idempotency.CheckStore reports it. The engine
+	// must answer 500 idempotency_store_misconfigured after one claim, without
+	// Retry-After and without running the handler. Defaults to nil: those cases
+	// are skipped.
 	NewMisconfiguredStore func(t *testing.T) idemstore.Store
-	// TooLargeBody is the length of a response body that New's stores
-	// cannot keep (configure their largest record below it). With it the
-	// suite checks that Complete refuses such a response with a permanent
-	// *idemstore.Error wrapping idemstore.ErrTooLarge and writes nothing,
-	// and that the engine keeps the key completed with the not-kept marker.
-	// Defaults to 0: those cases are skipped.
+	// TooLargeBody is the length of a response body that New's stores cannot
+	// keep (configure their largest record below it). With it the suite checks
+	// that Complete refuses such a response with a permanent *idemstore.Error
+	// wrapping idemstore.ErrTooLarge, and writes nothing. The engine must keep
+	// the key completed with the not-kept marker. Defaults to 0: those cases
+	// are skipped.
 	TooLargeBody int
-	// NewWithPrefix returns a store whose records live under prefix (its key
-	// prefix; "" for the store's default), on the same server, database or
-	// table as every other store it returns for the same test. With it the
+	// NewWithPrefix returns a store whose records live under prefix, its key
+	// prefix ("" for the store's default). It is on the same server, database
+	// or table as every other store it returns for the same test. With it the
 	// suite checks that a prefix is an exact boundary. It runs stores on a
 	// prefix, on that prefix with one more character, and on the default. Each
 	// lists, gets, deletes and writes only its own records, whatever ids it is
@@ -112,8 +112,8 @@ type Config struct {
 	// Server is the address (host:port) of the store's server, for the
 	// LostReply part: a ReplyCutter listens in front of it.
 	Server string
-	// Through returns a store whose client reaches its server at addr (the
-	// ReplyCutter's address) and does not retry commands on its own, so
+	// Through returns a store whose client reaches its server at addr, the
+	// ReplyCutter's address. The client does not retry commands on its own, so
 	// that the engine's recovery is what is tested. Required with Server.
 	Through func(t *testing.T, addr string) idemstore.Store
 	// Processes configures the Processes part.

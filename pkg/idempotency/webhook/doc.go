@@ -25,13 +25,13 @@
 // Every provider here retries that later.
 //
 // The presets (Stripe, GitHub, Shopify, StandardWebhooks) know where each
-// provider puts the id and how it signs. Each refuses an empty or short
-// secret. The id is read from what the provider signs: Stripe's event id
-// and Standard Webhooks' webhook-id are signed, while GitHub and Shopify
-// sign only the body, so their deliveries are keyed by the body's SHA-256.
-// A Provider of your own gives its name, its id and a Verify hook. Records are scoped by Provider.Name, so
-// the equal ids of two providers, or of two endpoints with names of their
-// own, are two records.
+// provider puts the id and how it signs. Each refuses an empty or short secret.
+// The id is read from what the provider signs. Stripe's event id and Standard
+// Webhooks' webhook-id are signed. GitHub and Shopify sign only the body, so
+// their deliveries are keyed by the body's SHA-256. A Provider of your own
+// gives its name, its id and a Verify hook. Records are scoped by
+// Provider.Name, so the equal ids of two providers, or of two endpoints with
+// names of their own, are two records.
 //
 // Records live for DefaultTTL (4 days) unless Config.TTL says otherwise:
 // longer than the providers' retry windows.

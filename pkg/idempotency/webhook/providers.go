@@ -82,12 +82,12 @@ const (
 )
 
 // Stripe returns the preset of a Stripe webhook endpoint signed with the
-// endpoint's secret ("whsec_…"). The signature is Stripe-Signature's
-// "t=<unix time>,v1=<hex>" (more v1 values during a secret's rotation):
-// HMAC-SHA256 of "<t>.<body>" under the secret as it is written, with t
-// within opts' tolerance. Stripe signs the timestamp and the body, and the
-// body holds the event's "id" ("evt_…"), the same on every retry of one
-// event to the endpoint: that id is the record's key.
+// endpoint's secret ("whsec_…"). The signature is Stripe-Signature's "t=<unix
+// time>,v1=<hex>" (more v1 values during a secret's rotation): HMAC-SHA256 of
+// "<t>.<body>" under the secret as it is written, with t within opts'
+// tolerance. Stripe signs the timestamp and the body. The body holds the
+// event's "id" ("evt_…"), the same on every retry of one event to the endpoint.
+// That id is the record's key.
 //
 // It returns an error when secret is not "whsec_" and at least 16 visible
 // characters: an empty secret would verify a delivery anyone can sign.
@@ -157,14 +157,14 @@ const (
 // signature is X-Hub-Signature-256's "sha256=<hex>": HMAC-SHA256 of the
 // body under the secret.
 //
-// GitHub signs the body and nothing else. X-GitHub-Delivery is not signed,
-// so anyone who holds a copy of a delivery can send it again under another
-// id. The record's key is therefore the SHA-256 of the signed body
-// (BodyDigest): a copy sent again under any id gets the first answer, and
-// a body moved under another event's id never answers that event. Two
-// deliveries with byte-identical bodies are one delivery. GitHub signs no
-// timestamp, so a captured delivery verifies for as long as the secret
-// lives: after its record expires, a copy runs the handler again.
+// GitHub signs the body and nothing else. X-GitHub-Delivery is not signed, so
+// anyone who holds a copy of a delivery can send it again under another id. The
+// record's key is therefore the SHA-256 of the signed body (BodyDigest). A copy
+// sent again under any id gets the first answer. A body moved under another
+// event's id never answers that event. Two deliveries with byte-identical
+// bodies are one delivery. GitHub signs no timestamp, so a captured delivery
+// verifies for as long as the secret lives: after its record expires, a copy
+// runs the handler again.
 //
 // It returns an error when secret is shorter than 16 characters or has
 // white space at either end (an unset or badly quoted variable).

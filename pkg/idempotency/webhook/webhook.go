@@ -40,21 +40,20 @@ const CodeDeliveryIDMissing = "webhook_delivery_id_missing"
 // its own.
 type Provider struct {
 	// Name scopes the records: the deliveries of two providers (two names)
-	// never share a record, whatever their ids. The presets use the
-	// provider's name ("stripe"); give each endpoint of one provider a name
-	// of its own when each must handle the same event (Stripe sends one
-	// event, with one id, to every endpoint subscribed to it). 1 to 64
-	// visible ASCII characters; keep it stable: another name forgets every
-	// delivery. Required.
+	// never share a record, whatever their ids. The presets use the provider's
+	// name ("stripe"). Give each endpoint of one provider a name of its own
+	// when each must handle the same event. Stripe sends one event, with one
+	// id, to every endpoint subscribed to it. 1 to 64 visible ASCII characters;
+	// keep it stable: another name forgets every delivery. Required.
 	Name string
 
-	// ID returns the delivery's id, or "" when it carries none. It runs
-	// after Verify, on the verified bytes. The id must be the same for
-	// every retry and redelivery of one event, and never the same for two
-	// events. Read it from what the signature covers: an id the provider
-	// does not sign can be changed by anyone who holds a copy (BodyDigest
-	// is the id of such a provider). It is the record's key, read as an
-	// opaque key (idempotency.KeyOpaque). Required.
+	// ID returns the delivery's id, or "" when it carries none. It runs after
+	// Verify, on the verified bytes. The id must be the same for every retry
+	// and redelivery of one event, and never the same for two events. Read it
+	// from what the signature covers. Anyone who holds a copy can change an id
+	// the provider does not sign. BodyDigest is the id of such a provider. It
+	// is the record's key, read as an opaque key (idempotency.KeyOpaque).
+	// Required.
 	ID func(r *http.Request, body []byte) string
 
 	// IDField says where ID reads the id, for the refusal of a delivery
@@ -77,12 +76,12 @@ type Provider struct {
 // does not run twice.
 //
 // cfg is idempotency.Middleware's, with these differences: Key, KeyFormat,
-// Subject and Fingerprint are the preset's and must be left unset; TTL
-// defaults to DefaultTTL. The user every record is kept under is the
-// provider (p.Name), so two providers' equal ids are two records. The
-// fingerprint is the method and path only: a provider's retry may carry
-// other bytes for the same event (Stripe's event counts its pending
-// deliveries), and the verified id already says which event it is.
+// Subject and Fingerprint are the preset's and must be left unset; TTL defaults
+// to DefaultTTL. The user every record is kept under is the provider (p.Name),
+// so two providers' equal ids are two records. The fingerprint is the method
+// and path only. A provider's retry may carry other bytes for the same event:
+// Stripe's event counts its pending deliveries. The verified id already says
+// which event it is.
 //
 // A body over cfg.MaxBodyBytes is refused with 413 before it is verified.
 // A verified delivery without an id is refused with 400
