@@ -153,11 +153,11 @@ const (
 )
 
 // ConfigFromEnv reads the database settings from getenv (os.Getenv in a
-// function's main): DB_AUTH (iam or url, required), DATABASE_URL (url mode),
-// DB_HOST, DB_PORT, DB_NAME, DB_USER, AWS_REGION, DB_TLS_CA (iam mode),
-// DB_MAX_CONNS, DB_CONNECT_TIMEOUT and DB_QUERY_MODE. In url mode the iam variables are ignored, so that a local
-// run may override DB_AUTH and DATABASE_URL on top of a deployed
-// function's environment.
+// function's main). They are DB_AUTH (iam or url, required), DATABASE_URL (url
+// mode), DB_HOST, DB_PORT, DB_NAME, DB_USER, AWS_REGION, DB_TLS_CA (iam mode),
+// DB_MAX_CONNS, DB_CONNECT_TIMEOUT and DB_QUERY_MODE. In url mode the iam
+// variables are ignored, so that a local run may override DB_AUTH and
+// DATABASE_URL on top of a deployed function's environment.
 //
 // In iam mode it refuses settings that would send a password or weaken TLS.
 // Those are DATABASE_URL, PGPASSWORD or PGPASSFILE set, and PGSSLMODE other

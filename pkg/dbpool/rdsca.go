@@ -14,8 +14,8 @@ const (
 	// RDS Proxy's certificates. The default.
 	CASystem = "system"
 	// CARDS verifies the server with the Amazon RDS certificate authorities
-	// built into this package (RDSRootCAs), which sign the certificates of
-	// Aurora cluster and instance endpoints; the system roots do not.
+	// built into this package (RDSRootCAs). They sign the certificates of
+	// Aurora cluster and instance endpoints, and the system roots do not.
 	CARDS = "rds"
 )
 
@@ -23,10 +23,10 @@ const (
 var rdsBundle []byte
 
 // RDSRootCAs returns a pool of the Amazon RDS root CAs of every commercial
-// region (RSA2048 G1, RSA4096 G1 and ECC384 G1), as AWS publishes them in
-// its global bundle, less those that have expired. The header of this
-// package's rds-ca-bundle.pem says where they come from. Each call returns
-// a new pool.
+// region: RSA2048 G1, RSA4096 G1 and ECC384 G1. They are as AWS publishes them
+// in its global bundle, less those that have expired. The header of this
+// package's rds-ca-bundle.pem says where they come from. Each call returns a
+// new pool.
 func RDSRootCAs() *x509.CertPool {
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(rdsBundle)

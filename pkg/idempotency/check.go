@@ -11,9 +11,9 @@ import (
 	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 )
 
-// probeUser is the user of CheckStore's probe record: a UUID no
-// authorizer hands out (version 8, derived like a function's scope), so
-// that the probe never meets a client's record.
+// probeUser is the user of CheckStore's probe record. It is a UUID no
+// authorizer hands out (version 8, derived like a function's scope), so the
+// probe never meets a client's record.
 var probeUser = derivedUUID("store-check")
 
 // probeLife is how long a probe record lives should CheckStore be cut off

@@ -16,9 +16,9 @@ const DefaultHeartbeat = 30 * time.Second
 // deadline then holds its key for MaxLease, as a crashed one does.
 const HeartbeatOff time.Duration = -1
 
-// heartbeatBeats is how many renewals a lease gets before it would run out:
-// a run renews every Heartbeat/heartbeatBeats, so that a renewal or two may
-// fail (a dropped connection, a slow store) without losing the lease.
+// heartbeatBeats is how many renewals a lease gets before it would run out. A
+// run renews every Heartbeat/heartbeatBeats. So a renewal or two may fail (a
+// dropped connection, a slow store) without losing the lease.
 const heartbeatBeats = 3
 
 // beats reports whether a run whose claim is made at now (Config.Clock)

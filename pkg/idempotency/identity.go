@@ -63,9 +63,8 @@ func BearerToken(verify func(ctx context.Context, token string) (string, error))
 }
 
 // ALBOIDCDataHeader is the header in which an Application Load Balancer's
-// authenticate-oidc or authenticate-cognito action passes the user's
-// claims, as a JWT that the load balancer signs (ES256, its key published
-// per region).
+// authenticate-oidc or authenticate-cognito action passes the user's claims. It
+// is a JWT the load balancer signs (ES256, its key published per region).
 const ALBOIDCDataHeader = "x-amzn-oidc-data"
 
 // ALBOIDC returns the SubjectFunc of an ALB target behind a listener rule

@@ -53,9 +53,9 @@ func (f KeyFormat) describe() string {
 	return "UUID version 4"
 }
 
-// errKeyMissing is a request without a key; every error that errors.Is
-// matches with errKeyInvalid is a malformed one, and its text says what is
-// wrong with it, in words a client may read.
+// errKeyMissing is a request without a key. Every error that errors.Is matches
+// with errKeyInvalid is a malformed one. Its text says what is wrong with it,
+// in words a client may read.
 var (
 	errKeyMissing   = errors.New("is missing")
 	errKeyInvalid   = errors.New("is not a valid key")
@@ -193,9 +193,9 @@ const KeyNamespace = "ce5f0cda-6ecc-4a0a-9535-e4fde25b7642"
 
 var keyNamespace = uuid.MustParse(KeyNamespace)
 
-// RecordKey returns the key a store keeps (Ref.Key, always a lower-case
-// UUID) for the idempotency key of an HTTP request, as the request's
-// parsing normalised it, under a key prefix (Config.KeyPrefix) and format:
+// RecordKey returns the key a store keeps (Ref.Key, a lower-case UUID) for an
+// HTTP request's idempotency key. The key is as the request's parsing
+// normalised it, under a key prefix (Config.KeyPrefix) and format:
 //
 //   - with KeyUUIDv4 and no prefix, the key itself;
 //   - otherwise the UUID version 5, in KeyNamespace, of prefix + ":" + key

@@ -66,8 +66,8 @@ func (h headerKey) requestKey(_ context.Context, req Request, format KeyFormat) 
 func HeaderKey(name string) KeySource { return headerKey(name) }
 
 // PathKey returns a KeySource that reads the path parameter name
-// (Request.PathParameters): a route's {name} on API Gateway, or a pattern's
-// {name} in a net/http ServeMux (Go 1.23 or later). A router that keeps its
+// (Request.PathParameters). That is {name} in an API Gateway route or a
+// net/http ServeMux pattern (Go 1.23 or later). A router that keeps its
 // parameters in the context instead (chi) is read by a KeyFunc of its own:
 //
 //	Key: idempotency.KeyFunc(func(ctx context.Context, _ idempotency.Request) (string, error) {

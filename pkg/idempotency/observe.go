@@ -51,9 +51,9 @@ const (
 // metricClaimed counts the requests whose handler ran, whatever followed.
 const metricClaimed = "claimed"
 
-// metricStoreRetried counts the requests in which a failed store call was
-// tried again (a claim whose reply may have been lost, a completion or
-// release that failed), whatever the retry gave.
+// metricStoreRetried counts the requests in which a failed store call was tried
+// again, whatever the retry gave. That is a claim whose reply may have been
+// lost, or a completion or release that failed.
 const metricStoreRetried = "store_retried"
 
 // metricCacheHit counts the requests answered from the local cache

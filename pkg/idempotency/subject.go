@@ -74,9 +74,9 @@ func lambdaTenant(ctx context.Context) string {
 	return ""
 }
 
-// qualifiedMark opens a subject made of parts (IssuerSubject,
-// IAMPrincipal): a byte that never begins valid UTF-8, so no subject that
-// an identity provider issues (JSON text) can take that form.
+// qualifiedMark opens a subject made of parts (IssuerSubject, IAMPrincipal). It
+// is a byte that never begins valid UTF-8. So no subject that an identity
+// provider issues (JSON text) can take that form.
 const qualifiedMark = "\xffichido:"
 
 // qualified returns the subject of tag's parts: the mark, the tag, then

@@ -41,9 +41,9 @@ type AttributeNames struct {
 	// PartitionKey is the table's partition key (a String). Defaults to
 	// "id".
 	PartitionKey string
-	// SortKey is the table's sort key (a String), for a table that has one:
-	// the partition key then holds KeyPrefix and the user id, the sort key
-	// the idempotency key. Defaults to "": the table has no sort key.
+	// SortKey is the table's sort key (a String), for a table that has one. The
+	// partition key then holds KeyPrefix and the user id, and the sort key the
+	// idempotency key. Defaults to "": the table has no sort key.
 	SortKey string
 	// Status is "in_progress" or "completed". Defaults to "status".
 	Status string

@@ -114,8 +114,8 @@ func SubjectFromKey(key string) idempotency.SubjectFunc {
 }
 
 // SubjectFrom returns a Config.Subject that reads the user from Echo's context
-// through user, typically the accessor of the authentication middleware
-// ("" when there is none, which is answered with 401).
+// through user. user is typically the authentication middleware's accessor. It
+// returns "" when there is none, which is answered with 401.
 func SubjectFrom(user func(c echo.Context) string) idempotency.SubjectFunc {
 	return func(ctx context.Context, _ idempotency.Request) (string, error) {
 		c, err := echoContext(ctx)

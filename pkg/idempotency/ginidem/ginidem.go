@@ -113,8 +113,8 @@ func SubjectFromKey(key any) idempotency.SubjectFunc {
 }
 
 // SubjectFrom returns a Config.Subject that reads the user from gin's context
-// through user, typically the accessor of the authentication middleware
-// ("" when there is none, which is answered with 401).
+// through user. user is typically the authentication middleware's accessor. It
+// returns "" when there is none, which is answered with 401.
 func SubjectFrom(user func(c *gin.Context) string) idempotency.SubjectFunc {
 	return func(ctx context.Context, _ idempotency.Request) (string, error) {
 		c, err := ginContext(ctx)

@@ -17,10 +17,10 @@ const noWritten = -1
 // errHijack is Hijack's answer on a protected request.
 var errHijack = errors.New("ginidem: the connection of a protected request cannot be hijacked; serve it on a method that is not protected")
 
-// bufferWriter is c.Writer while the handlers of a protected request run:
-// gin's own writer semantics (a status is held until the first write or
-// WriteHeaderNow; Size is -1 until then) over the response the idempotency
-// middleware buffers.
+// bufferWriter is c.Writer while the handlers of a protected request run. It
+// has gin's own writer semantics over the response the idempotency middleware
+// buffers. A status is held until the first write or WriteHeaderNow, and Size
+// is -1 until then.
 type bufferWriter struct {
 	http.ResponseWriter
 	size   int

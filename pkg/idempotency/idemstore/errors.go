@@ -6,7 +6,7 @@ import (
 )
 
 // ErrLeaseLost is returned by Store.Complete, Store.Release and Store.Renew
-// when the caller no longer owns the record: its lease ran out and another
+// when the caller no longer owns the record. Its lease ran out and another
 // invocation took it over, or it was deleted. Nothing was written.
 var ErrLeaseLost = errors.New("idempotency: lease lost: the record is no longer owned by this invocation")
 

@@ -87,7 +87,7 @@ type Ref struct {
 	// UserID is the authenticated user, a lower-case UUID (SubjectUUID of
 	// the subject), or a function's derived scope id.
 	UserID string
-	// Key is the record's key, a lower-case UUID: the Idempotency-Key (a
+	// Key is the record's key, a lower-case UUID. It is the Idempotency-Key (a
 	// UUID v4) itself, or the UUID derived from an opaque or prefixed key
 	// (RecordKey) or a function's key (FunctionRecordID).
 	Key string
@@ -111,8 +111,8 @@ type Claim struct {
 	ExpiresAt time.Time
 }
 
-// Inserted is the answer of a claim that wrote the caller's record: that
-// record, in progress and owned by c.Owner, with its times at the microsecond
+// Inserted is the answer of a claim that wrote the caller's record. The record
+// is in progress and owned by c.Owner, with its times at the microsecond
 // precision the stores keep. A store calls it when its write inserted or took
 // over the record.
 func (c Claim) Inserted() ClaimResult {
@@ -234,11 +234,11 @@ type Origin struct {
 	At      time.Time `json:"at"`
 }
 
-// Checker is implemented by a Store that can check, before the first
-// request, what its three calls need beyond what CheckStore's probe shows
-// (a purge job, a server setting). Check changes no record, and returns nil
-// or a *Error, with Permanent set when the fault is one of
-// configuration that retrying will not cure.
+// Checker is implemented by a Store that can check what its three calls need
+// before the first request. That is what CheckStore's probe does not show, such
+// as a purge job or a server setting. Check changes no record, and returns nil
+// or a *Error, with Permanent set when the fault is one of configuration that
+// retrying will not cure.
 type Checker interface {
 	Check(ctx context.Context) error
 }

@@ -1,6 +1,6 @@
-// Package memstore is an idemstore.Store in memory, for unit tests and
-// local runs: one line gives a wrapped handler, middleware or function a
-// store with no server at all.
+// Package memstore is an idemstore.Store in memory, for unit tests and local
+// runs. One line gives a wrapped handler, middleware or function a store with
+// no server at all.
 //
 //	h, err := idempotency.Wrap(createOrder, idempotency.Config{Store: memstore.New()})
 //

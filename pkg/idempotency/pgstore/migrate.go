@@ -45,9 +45,9 @@ func Migrations() fs.FS {
 type CronMode string
 
 const (
-	// CronAuto schedules the hourly purge with pg_cron wherever pg_cron
-	// lives: with cron.schedule when this is the database named by
-	// cron.database_name, else with cron.schedule_in_database from a
+	// CronAuto schedules the hourly purge with pg_cron wherever pg_cron lives.
+	// It uses cron.schedule when this is the database named by
+	// cron.database_name. Otherwise it uses cron.schedule_in_database from a
 	// connection to that database. When neither is possible Migrate fails
 	// before applying anything.
 	CronAuto CronMode = ""

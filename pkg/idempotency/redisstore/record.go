@@ -49,10 +49,10 @@ const (
 // format this package knows.
 var errNotRecord = errors.New("not an idempotency record")
 
-// errLaterRecord marks a record of a later format than this release knows
-// (a version above recordVersionOrigin, below the printable bytes): a
-// later release wrote it during a rolling deploy. It is a store failure
-// that a retry, reaching the later release, gets past.
+// errLaterRecord marks a record of a later format than this release knows: a
+// version above recordVersionOrigin, below the printable bytes. A later release
+// wrote it during a rolling deploy. It is a store failure that a retry,
+// reaching the later release, gets past.
 var errLaterRecord = errors.New("an idempotency record of a later format")
 
 // encodeClaim returns the in-progress record of c.

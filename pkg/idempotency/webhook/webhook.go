@@ -168,12 +168,12 @@ func Middleware(p Provider, cfg idempotency.Config) (func(http.Handler) http.Han
 // deliveryIDKey is the context key of a verified delivery's id.
 type deliveryIDKey struct{}
 
-// ProviderSubject is the subject the records of a provider named name are
-// kept under (Config.Subject's result): the record's user id is
-// idempotency.SubjectUUID of it, which the operations command's get needs.
-// It is of the form idempotency.IssuerSubject gives, with the issuer
-// "webhook", which no identity provider can issue: an OpenID Connect
-// issuer is an https URL.
+// ProviderSubject is the subject the records of a provider named name are kept
+// under (Config.Subject's result). The record's user id is
+// idempotency.SubjectUUID of it, which the operations command's get needs. It
+// is of the form idempotency.IssuerSubject gives, with the issuer "webhook",
+// which no identity provider can issue: an OpenID Connect issuer is an https
+// URL.
 func ProviderSubject(name string) string {
 	return idempotency.IssuerSubject("webhook", name)
 }
