@@ -83,15 +83,15 @@ func CheckConsumers(ctx context.Context, root, dir, version string, w io.Writer)
 	if err != nil {
 		return err
 	}
-	env, err := ProxyEnv(ctx, dir)
-	if err != nil {
-		return err
-	}
 	work, err := os.MkdirTemp("", "ichido-consumers-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(work)
+	env, err := ProxyEnv(ctx, dir, filepath.Join(work, "modcache"))
+	if err != nil {
+		return err
+	}
 	for _, c := range Consumers {
 		r, err := c.Check(ctx, filepath.Join(work, c.Name), version, env)
 		if err != nil {

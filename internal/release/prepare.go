@@ -120,15 +120,16 @@ func previousTag(ctx context.Context, root string, m Module, version string) (st
 // allow. It runs with a copy of the proxy that lacks the module at version,
 // which it checks is not released yet.
 func compareAPI(ctx context.Context, proxy string, m Module, prev, version string, w io.Writer) error {
-	env, err := ProxyEnv(ctx, proxy)
-	if err != nil {
-		return err
-	}
 	dir, err := os.MkdirTemp("", "ichido-gorelease-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
+	modcache := filepath.Join(dir, "modcache")
+	env, err := ProxyEnv(ctx, proxy, modcache)
+	if err != nil {
+		return err
+	}
 	// The module at version, unpacked from the proxy.
 	get := fmt.Sprintf("%s@%s", m.Path, version)
 	modDir, err := goCmd(ctx, dir, env, "mod", "download", "-json", get)
@@ -164,7 +165,7 @@ func compareAPI(ctx context.Context, proxy string, m Module, prev, version strin
 	if err := os.WriteFile(filepath.Join(at, "list"), []byte(strings.Join(kept, "\n")+"\n"), 0o644); err != nil {
 		return err
 	}
-	env, err = ProxyEnv(ctx, without)
+	env, err = ProxyEnv(ctx, without, modcache)
 	if err != nil {
 		return err
 	}

@@ -60,18 +60,15 @@ func WriteProxy(ctx context.Context, root, version, dir string) ([]Written, erro
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	env, err := ProxyEnv(ctx, dir)
-	if err != nil {
-		return nil, err
-	}
-	if err := forgetVersion(ctx, mods, version); err != nil {
-		return nil, err
-	}
 	work, err := os.MkdirTemp("", "ichido-release-")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(work)
+	env, err := ProxyEnv(ctx, dir, filepath.Join(work, "modcache"))
+	if err != nil {
+		return nil, err
+	}
 
 	var written []Written
 	for _, m := range mods {
@@ -85,28 +82,39 @@ func WriteProxy(ctx context.Context, root, version, dir string) ([]Written, erro
 }
 
 // ProxyEnv is the environment of go commands that resolve the repository's
-// modules through the proxy in dir (first in GOPROXY, the usual proxy after
-// it for every other module), outside any workspace, with no checksum
-// database lookup for the repository's modules.
-func ProxyEnv(ctx context.Context, dir string) ([]string, error) {
-	out, err := exec.CommandContext(ctx, "go", "env", "GOPROXY").Output()
+// modules through the proxy in dir (first in GOPROXY; then the modules this
+// machine already downloaded, then the usual proxy), outside any workspace,
+// with no checksum database lookup for the repository's modules. Modules are
+// kept in modcache, a module cache of the run's own: the go command trusts
+// that a version in its module cache never changes, and a proxy written
+// again at the same version holds other files. Builds are -trimpath, so the
+// build cache serves them whatever the module cache's folder.
+func ProxyEnv(ctx context.Context, dir, modcache string) ([]string, error) {
+	out, err := exec.CommandContext(ctx, "go", "env", "GOPROXY", "GOMODCACHE").Output()
 	if err != nil {
-		return nil, fmt.Errorf("go env GOPROXY: %w", err)
+		return nil, fmt.Errorf("go env GOPROXY GOMODCACHE: %w", err)
 	}
-	upstream := strings.TrimSpace(string(out))
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	upstream, shared := strings.TrimSpace(lines[0]), ""
+	if len(lines) > 1 {
+		shared = strings.TrimSpace(lines[1])
+	}
 	proxy := "file://" + filepath.ToSlash(dir)
+	if shared != "" {
+		proxy += ",file://" + filepath.ToSlash(filepath.Join(shared, "cache", "download"))
+	}
 	if upstream != "" && upstream != "off" {
 		proxy += "," + upstream
 	}
 	env := slices.DeleteFunc(os.Environ(), func(kv string) bool {
-		for _, name := range []string{"GOWORK=", "GOPROXY=", "GONOSUMDB=", "GOFLAGS=", "GOPRIVATE=", "GONOPROXY="} {
+		for _, name := range []string{"GOWORK=", "GOPROXY=", "GONOSUMDB=", "GOFLAGS=", "GOPRIVATE=", "GONOPROXY=", "GOMODCACHE="} {
 			if strings.HasPrefix(kv, name) {
 				return true
 			}
 		}
 		return false
 	})
-	return append(env, "GOWORK=off", "GOPROXY="+proxy, "GONOSUMDB="+Root, "GOFLAGS=-mod=mod"), nil
+	return append(env, "GOWORK=off", "GOPROXY="+proxy, "GONOSUMDB="+Root, "GOFLAGS=-mod=mod -modcacherw -trimpath", "GOMODCACHE="+modcache), nil
 }
 
 func writeModule(ctx context.Context, root string, m Module, version, proxy, work string, nested, env []string) (Written, error) {
@@ -247,47 +255,4 @@ func goCmd(ctx context.Context, dir string, env []string, args ...string) ([]byt
 	cmd.Dir = dir
 	cmd.Env = env
 	return cmd.CombinedOutput()
-}
-
-// forgetVersion removes the published modules at version from the module
-// cache, where an earlier proxy of the same version left them: the go
-// command never downloads a version it has, so a check would otherwise
-// build what an older working tree held.
-func forgetVersion(ctx context.Context, mods []Module, version string) error {
-	out, err := exec.CommandContext(ctx, "go", "env", "GOMODCACHE").Output()
-	if err != nil {
-		return fmt.Errorf("go env GOMODCACHE: %w", err)
-	}
-	cache := strings.TrimSpace(string(out))
-	if cache == "" {
-		return nil
-	}
-	for _, m := range mods {
-		esc, err := module.EscapePath(m.Path)
-		if err != nil {
-			return err
-		}
-		escV, err := module.EscapeVersion(version)
-		if err != nil {
-			return err
-		}
-		extracted := filepath.Join(cache, filepath.FromSlash(esc)+"@"+escV)
-		// The module cache's folders are read-only.
-		_ = filepath.WalkDir(extracted, func(path string, d os.DirEntry, err error) error {
-			if err == nil && d.IsDir() {
-				_ = os.Chmod(path, 0o755)
-			}
-			return nil
-		})
-		if err := os.RemoveAll(extracted); err != nil {
-			return err
-		}
-		downloads, _ := filepath.Glob(filepath.Join(cache, "cache", "download", filepath.FromSlash(esc), "@v", escV+".*"))
-		for _, f := range downloads {
-			if err := os.Remove(f); err != nil && !os.IsNotExist(err) {
-				return err
-			}
-		}
-	}
-	return nil
 }
