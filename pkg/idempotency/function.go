@@ -113,6 +113,7 @@ func Function[In, Out any](fn func(context.Context, In) (Out, error), cfg Functi
 		return nil, err
 	}
 	f := &function[In, Out]{cfg: cfg, e: newEngine(cfg.common()), fn: fn, unchecked: payloadHash(cfg.Name, false, nil), shape: observe.ShapeFunction}
+	f.unscoped = scopeUserID(cfg.KeyPrefix, cfg.Name, "")
 	if _, ok := any(*new(In)).(events.SQSMessage); ok {
 		f.shape = observe.ShapeSQS
 	}
@@ -127,6 +128,8 @@ type function[In, Out any] struct {
 	// unchecked is the fingerprint of every call made without a payload
 	// check (FunctionConfig.Payload nil).
 	unchecked string
+	// unscoped is the user id of every call without a scope.
+	unscoped string
 	// shape is the calls' observe shape: an SQS record's or a function's.
 	shape string
 }
@@ -161,7 +164,10 @@ func (f *function[In, Out]) call(ctx context.Context, in In) (out Out, err error
 		return out, ErrNoTenant
 	}
 	obs.tenant = tenant
-	userID, keyRef := functionRecordID(f.cfg.KeyPrefix, f.cfg.Name, scope, key)
+	userID, keyRef := f.unscoped, keyID(key)
+	if scope != "" {
+		userID = scopeUserID(f.cfg.KeyPrefix, f.cfg.Name, scope)
+	}
 	userID = TenantUserID(tenant, userID)
 	ref, res, err := f.e.claim(ctx, obs, userID, keyRef, hash)
 	if err == nil && !res.Claimed && res.Record.Status == idemstore.StatusCompleted && res.Record.Response == nil &&
@@ -372,8 +378,13 @@ func FunctionRecordID(prefix, name, scope, key string) (userID, recordKey string
 
 // functionRecordID is FunctionRecordID of a valid name, key and prefix.
 func functionRecordID(prefix, name, scope, key string) (userID, recordKey string) {
+	return scopeUserID(prefix, name, scope), keyID(key)
+}
+
+// scopeUserID is the user id of functionRecordID.
+func scopeUserID(prefix, name, scope string) string {
 	if prefix == "" {
-		return scopeID(name, scope), keyID(key)
+		return scopeID(name, scope)
 	}
-	return derivedUUID("prefixed-scope", prefix, name, scope), keyID(key)
+	return derivedUUID("prefixed-scope", prefix, name, scope)
 }
