@@ -73,7 +73,8 @@ type fingerprinter struct {
 
 var fingerprinters = sync.Pool{New: func() any { return &fingerprinter{h: sha256.New()} }}
 
-// head frames the parts writeHead frames.
+// head frames the fingerprint's first parts: its version, the method, the
+// path and the query.
 func (f *fingerprinter) head(req Request, query string) {
 	f.part(bytesOf(fingerprintVersion))
 	f.part(bytesOf(req.Method))
@@ -142,13 +143,6 @@ func appendPart(b []byte, s string) []byte {
 // A 6 MB body is not copied just to be hashed.
 func bytesOf(s string) []byte {
 	return unsafe.Slice(unsafe.StringData(s), len(s))
-}
-
-func writeHead(h hash.Hash, req Request, query string) {
-	writePart(h, []byte(fingerprintVersion))
-	writePart(h, bytesOf(req.Method))
-	writePart(h, bytesOf(req.Path))
-	writePart(h, bytesOf(query))
 }
 
 // writePart frames b as an 8-byte big-endian length followed by its bytes.
