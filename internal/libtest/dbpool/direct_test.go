@@ -212,7 +212,7 @@ func TestUnreachableServer(t *testing.T) {
 // regions the stack may be deployed to, and RDSRootCAs holds all of them.
 func TestRDSRootCAs(t *testing.T) {
 	t.Parallel()
-	text, err := os.ReadFile("rds-ca-bundle.pem")
+	text, err := os.ReadFile(filepath.Join("..", "..", "..", "pkg", "dbpool", "rds-ca-bundle.pem")) // the bundle dbpool embeds
 	require.NoError(t, err)
 	fromFile := x509.NewCertPool()
 	names := map[string]bool{}
