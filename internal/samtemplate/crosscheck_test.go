@@ -52,7 +52,7 @@ func functionDirs(t *testing.T) map[string]string {
 // code must find each of them, so that a scan that finds nothing fails.
 var agreedEnv = []string{
 	"DB_AUTH", "DATABASE_URL", "DB_HOST", "DB_PORT", "DB_NAME", "DB_USER", "AWS_REGION",
-	"DB_MAX_CONNS", "DB_TLS_CA", "DB_CONNECT_TIMEOUT", "DB_QUERY_MODE", "IDEMPOTENCY_STORE", "REDIS_URL", "IDEMPOTENCY_TABLE", "IDEMPOTENCY_TTL", "LOG_LEVEL",
+	"DB_MAX_CONNS", "DB_TLS_CA", "DB_CONNECT_TIMEOUT", "DB_QUERY_MODE", "IDEMPOTENCY_STORE", "REDIS_URL", "IDEMPOTENCY_TABLE", "IDEMPOTENCY_SCHEMA", "IDEMPOTENCY_TTL", "LOG_LEVEL",
 	"DB_SETUP_MIGRATE_USER", "DB_SETUP_APP_USER",
 }
 
