@@ -6,6 +6,8 @@ import (
 	"database/sql"
 	"fmt"
 	"log"
+	"os"
+	"path/filepath"
 	"runtime/pprof"
 	"strings"
 	"time"
@@ -25,7 +27,7 @@ import (
 type PoolFloorResult struct {
 	One   []Side `json:"one"`
 	Eight []Side `json:"eight"`
-	// Profiles split each floor's client CPU at eight clients.
+	// Profiles split each side's client CPU at eight clients.
 	Profiles []*ReplayProfile `json:"profiles,omitempty"`
 }
 
@@ -58,7 +60,7 @@ func (b *bench) poolFloor(ctx context.Context) error {
 				res.One = sides
 			} else {
 				res.Eight = sides
-				for _, s := range specs[:5] {
+				for _, s := range specs {
 					pr, err := b.profileSide(ctx, s, clients)
 					if err != nil {
 						log.Printf("profile of %s: %v", s.name, err)
@@ -175,6 +177,10 @@ func sqlSelectOne(db *sql.DB) op {
 	}
 }
 
+// poolFloorProfileFile is the raw CPU profile of the replay at eight
+// clients in section 1g.
+const poolFloorProfileFile = "poolfloor-replay-profile.pb.gz"
+
 // profileSide runs s on clients clients for a few seconds with the CPU
 // profiler on, and splits the client's CPU per operation by part.
 func (b *bench) profileSide(ctx context.Context, s sideSpec, clients int) (*ReplayProfile, error) {
@@ -197,11 +203,18 @@ func (b *bench) profileSide(ctx context.Context, s sideSpec, clients int) (*Repl
 	}
 	pr := &ReplayProfile{Side: s.name, Clients: clients, Ops: run.Ops, Seconds: elapsed.Seconds(),
 		ClientUs: float64(cpu.Microseconds()) / float64(run.Ops)}
-	p, err := profile.Parse(&buf)
+	raw := buf.Bytes()
+	p, err := profile.Parse(bytes.NewReader(raw))
 	if err != nil {
 		return nil, fmt.Errorf("reading the profile: %w", err)
 	}
 	pr.Client = splitProfile(p, pr.ClientUs)
+	if s.name == sideReplayPrepared && b.plots != "" {
+		// Kept beside the report, for `go tool pprof`.
+		if err := os.WriteFile(filepath.Join(b.plots, poolFloorProfileFile), raw, 0o644); err != nil {
+			return nil, err
+		}
+	}
 	return pr, nil
 }
 
@@ -274,12 +287,12 @@ func (b *bench) poolFloorMarkdown(w *strings.Builder) {
 		fmt.Fprintf(w, "**Eight clients**, one pool of 8 connections per side (8 connections of its own for the single-connection side)\n\n%s\n", sideTable(f.Eight, 1, true))
 	}
 	if len(f.Profiles) > 0 {
-		w.WriteString("\n**Where each floor's client CPU goes** (eight clients, CPU profile on, this process's CPU time per `SELECT 1`, split by what the profile's samples were doing):\n\n")
-		w.WriteString("| floor | µs per op | the largest parts |\n|---|---|---|\n")
+		fmt.Fprintf(w, "\n**Where each side's client CPU goes** (eight clients, CPU profile on, this process's CPU time per operation, split by what the profile's samples were doing; the replay's profile is `docs/performance/%s`, for `go tool pprof`):\n\n", poolFloorProfileFile)
+		w.WriteString("| side | µs per op | the largest parts |\n|---|---|---|\n")
 		for _, p := range f.Profiles {
 			var parts []string
 			for i, s := range p.Client {
-				if i == 4 {
+				if i == 5 {
 					break
 				}
 				parts = append(parts, fmt.Sprintf("%s %.1f", s.Part, s.Us))
