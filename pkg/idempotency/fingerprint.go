@@ -145,6 +145,12 @@ func bytesOf(s string) []byte {
 	return unsafe.Slice(unsafe.StringData(s), len(s))
 }
 
+// unsafeString returns b as a string without copying it. Nothing may write
+// to b afterwards.
+func unsafeString(b []byte) string {
+	return unsafe.String(unsafe.SliceData(b), len(b))
+}
+
 // writePart frames b as an 8-byte big-endian length followed by its bytes.
 func writePart(h hash.Hash, b []byte) {
 	var n [8]byte

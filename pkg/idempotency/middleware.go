@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/internal/apigw"
 	"github.com/ichido/ichido/pkg/idempotency/internal/problem"
 )
@@ -56,8 +57,10 @@ func Middleware(cfg Config) (func(http.Handler) http.Handler, error) {
 					return
 				}
 			}
-			buf := &responseBuffer{header: http.Header{}}
-			answer, own, _ := d.serve(r.Context(), RequestFromHTTP(r, body), len(body), func(ctx context.Context) (apigw.Response, error) {
+			// The buffer is made when the handler runs: a replay needs none.
+			var buf *responseBuffer
+			answer, own, _ := d.serve(r.Context(), requestFromHTTP(r, unsafeString(body)), len(body), func(ctx context.Context) (apigw.Response, error) {
+				buf = &responseBuffer{header: http.Header{}}
 				inner := r.WithContext(ctx)
 				inner.Body = io.NopCloser(bytes.NewReader(body))
 				inner.ContentLength = int64(len(body))
@@ -65,6 +68,9 @@ func Middleware(cfg Config) (func(http.Handler) http.Handler, error) {
 				return buf.response(), nil
 			})
 			if own {
+				if buf == nil {
+					buf = &responseBuffer{header: http.Header{}}
+				}
 				buf.writeTo(w)
 				return
 			}
@@ -140,6 +146,10 @@ func (w *responseBuffer) writeTo(out http.ResponseWriter) {
 // writeResponse writes a decorator's answer to w.
 func writeResponse(w http.ResponseWriter, resp apigw.Response) {
 	h := w.Header()
+	if s, ok := resp.Stored.(idemstore.Response); ok {
+		replayHeaders(h, s)
+		resp.StatusCode, resp.Body, resp.IsBase64Encoded = s.StatusCode, s.Body, s.IsBase64Encoded
+	}
 	for name, values := range resp.Headers {
 		h[name] = values
 	}

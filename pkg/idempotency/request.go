@@ -68,7 +68,7 @@ type Request struct {
 // Header returns every value of the header name (any case), as Headers
 // holds them.
 func (r Request) Header(name string) []string {
-	return r.Headers[strings.ToLower(name)]
+	return r.Headers[lowerHeaderName(name)]
 }
 
 // RequestFrom returns the normalised view of an API Gateway request.
@@ -262,6 +262,13 @@ func fromALB(r events.ALBTargetGroupRequest) Request {
 // every value. The body's bytes are as they are, never base64. Claims and
 // AuthorizerContext are nil: a plain server has no authorizer.
 func RequestFromHTTP(r *http.Request, body []byte) Request {
+	return requestFromHTTP(r, string(body))
+}
+
+// requestFromHTTP is RequestFromHTTP with the body as a string: Middleware
+// passes the bytes it read, which nothing writes to afterwards, without a
+// copy.
+func requestFromHTTP(r *http.Request, body string) Request {
 	out := Request{
 		Version:  2,
 		Method:   strings.ToUpper(r.Method),
@@ -269,16 +276,61 @@ func RequestFromHTTP(r *http.Request, body []byte) Request {
 		Query:    apigw.ParseRawQuery(r.URL.RawQuery),
 		RawQuery: r.URL.RawQuery,
 		Headers:  make(map[string][]string, len(r.Header)),
+		Body:     body,
 
 		PathParameters: patternParameters(r),
 	}
-	for name, values := range r.Header {
-		lower := strings.ToLower(name)
-		out.Headers[lower] = append(out.Headers[lower], values...)
+	// One array holds every value, each name a slice of it with no room to
+	// grow, as in addHeaders.
+	n := 0
+	for _, values := range r.Header {
+		n += len(values)
 	}
-	out.Body = string(body)
+	all := make([]string, 0, n)
+	for name, values := range r.Header {
+		lower := lowerHeaderName(name)
+		if have, ok := out.Headers[lower]; ok {
+			// Two spellings of one name, in a Header built by hand.
+			out.Headers[lower] = append(have, values...)
+			continue
+		}
+		start := len(all)
+		all = append(all, values...)
+		out.Headers[lower] = all[start:len(all):len(all)]
+	}
 	return out
 }
+
+// lowerHeaderName is name in lower case. The names most requests carry, in
+// the canonical form net/http gives them, come from a table rather than a
+// new string each.
+func lowerHeaderName(name string) string {
+	if lower, ok := commonLowerHeaders[name]; ok {
+		return lower
+	}
+	return strings.ToLower(name)
+}
+
+var commonLowerHeaders = func() map[string]string {
+	names := []string{
+		"Accept", "Accept-Charset", "Accept-Encoding", "Accept-Language", "Authorization",
+		"Cache-Control", "Connection", "Content-Encoding", "Content-Language", "Content-Length",
+		"Content-Md5", "Content-Type", "Cookie", "Date", "Expect", "Forwarded", "From", "Host",
+		"Idempotency-Key", "If-Match", "If-Modified-Since", "If-None-Match", "If-Range",
+		"If-Unmodified-Since", "Keep-Alive", "Origin", "Pragma", "Priority", "Range", "Referer",
+		"Sec-Ch-Ua", "Sec-Ch-Ua-Mobile", "Sec-Ch-Ua-Platform", "Sec-Fetch-Dest", "Sec-Fetch-Mode",
+		"Sec-Fetch-Site", "Sec-Fetch-User", "Te", "Traceparent", "Tracestate", "Baggage",
+		"Upgrade", "User-Agent", "Via", "X-Amz-Date", "X-Amz-Security-Token", "X-Amzn-Trace-Id",
+		"X-Api-Key", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Port",
+		"X-Forwarded-Proto", "X-Real-Ip", "X-Request-Id", "X-Requested-With",
+	}
+	m := make(map[string]string, len(names))
+	for _, n := range names {
+		m[n] = strings.ToLower(n)
+	}
+	return m
+}()
+
 func stringify(v any) string {
 	if s, ok := v.(string); ok {
 		return s

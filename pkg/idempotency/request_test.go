@@ -2,6 +2,7 @@ package idempotency_test
 
 import (
 	"encoding/json"
+	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"testing"
@@ -124,4 +125,18 @@ func TestFromHTTPRequest(t *testing.T) {
 	require.False(t, v.IsBase64Encoded, "the bytes as they are, never base64")
 	require.Equal(t, "\xff\x00", v.Body)
 	require.False(t, idempotency.RequestFromHTTP(r, []byte(`{"a":1}`)).IsBase64Encoded)
+}
+
+// TestRequestFromHTTPSpellings checks a Header built by hand with one name
+// in two spellings: its values are merged under the lower-case name, and
+// the other names keep theirs.
+func TestRequestFromHTTPSpellings(t *testing.T) {
+	r := httptest.NewRequest(http.MethodPost, "/tasks", nil)
+	r.Header = http.Header{"X-A": {"1"}, "x-a": {"2", "3"}, "X-B": {"b"}, "Idempotency-Key": {"k"}, "X-Custom-Name": {"c"}}
+	v := idempotency.RequestFromHTTP(r, nil)
+	require.ElementsMatch(t, []string{"1", "2", "3"}, v.Header("X-A"))
+	require.Equal(t, []string{"b"}, v.Header("x-b"))
+	require.Equal(t, []string{"k"}, v.Header("IDEMPOTENCY-KEY"))
+	require.Equal(t, []string{"c"}, v.Headers["x-custom-name"])
+	require.Len(t, v.Headers, 4)
 }

@@ -161,8 +161,14 @@ func (d *decorator) serve(ctx context.Context, view Request, bodySize int, run f
 				"The request with this Idempotency-Key was processed, but its response was too large to be kept for replay. It will not be processed again; use a new key for a new request."))
 		case rec.Status == idemstore.StatusCompleted && rec.Response != nil:
 			obs.outcome, obs.status = OutcomeReplayed, rec.Response.StatusCode
-			if d.flat && d.cfg.OnReplay == nil {
-				return d.flatReplay(*rec.Response), false, nil
+			if d.cfg.OnReplay == nil {
+				switch {
+				case d.flat:
+					return d.flatReplay(*rec.Response), false, nil
+				case d.rawBodies:
+					// Middleware writes it into its writer's headers.
+					return apigw.Response{Stored: *rec.Response}, false, nil
+				}
 			}
 			answer := d.replay(*rec.Response)
 			if d.cfg.OnReplay != nil {
@@ -321,25 +327,32 @@ func (d *decorator) stored(resp apigw.Response) idemstore.Response {
 // cookie is a Set-Cookie value of its own.
 func (d *decorator) replay(s idemstore.Response) apigw.Response {
 	h := make(http.Header, len(s.Headers)+1)
+	replayHeaders(h, s)
+	return apigw.Response{StatusCode: s.StatusCode, Headers: h, Body: s.Body, IsBase64Encoded: s.IsBase64Encoded}
+}
+
+// replayHeaders sets s's headers, and Idempotent-Replayed, in h under
+// canonical names, replacing any value h had under them.
+func replayHeaders(h http.Header, s idemstore.Response) {
 	// One array holds the single values, as in addHeaders.
 	values := make([]string, 0, len(s.Headers)+1)
-	set := func(name, value string) {
+	var cookies []string
+	for name, value := range s.Headers {
+		name = http.CanonicalHeaderKey(name)
+		if name == "Set-Cookie" {
+			cookies = append(cookies, decodeCookies(value)...)
+			continue
+		}
 		values = append(values, value)
 		n := len(values)
 		h[name] = values[n-1 : n : n]
 	}
-	for name, value := range s.Headers {
-		name = http.CanonicalHeaderKey(name)
-		if name == "Set-Cookie" {
-			for _, cookie := range decodeCookies(value) {
-				h.Add(name, cookie)
-			}
-			continue
-		}
-		set(name, value)
+	if cookies != nil {
+		h["Set-Cookie"] = cookies
 	}
-	set(ReplayedHeader, "true")
-	return apigw.Response{StatusCode: s.StatusCode, Headers: h, Body: s.Body, IsBase64Encoded: s.IsBase64Encoded}
+	values = append(values, "true")
+	n := len(values)
+	h[ReplayedHeader] = values[n-1 : n : n]
 }
 
 // flatReplay is replay built for an events payload: the headers one value

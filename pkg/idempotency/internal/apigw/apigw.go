@@ -99,6 +99,10 @@ type Response struct {
 	// a replay built straight into the payload's shape (ToResponse).
 	Flat    map[string]string
 	Cookies []string
+	// Stored, when Headers and Flat are nil, is a replay's stored
+	// response, for Middleware to write straight into its
+	// http.ResponseWriter's headers (its value is an idemstore.Response).
+	Stored any
 }
 
 // setCookie is the canonical name of the one header whose values can never
