@@ -61,8 +61,10 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -305,8 +307,16 @@ func (s *Store) Claim(ctx context.Context, c idemstore.Claim) (idemstore.ClaimRe
 	if _, direct := s.db.(directPool); direct {
 		claim = s.sql.claimDirect
 	}
-	var answer string
-	err := s.db.QueryRow(ctx, claim, c.UserID, c.Key, c.Fingerprint, c.Owner, timestamptz(c.Now), timestamptz(c.LeaseUntil), timestamptz(c.ExpiresAt)).Scan(&answer)
+	user, err := uuid.Parse(c.UserID) // an id (CheckIDs): a UUID's canonical text
+	if err != nil {
+		return idemstore.ClaimResult{}, storeError(ctx, "claim", err)
+	}
+	call := claimCalls.Get().(*claimCall)
+	call.set(c, user)
+	err = s.db.QueryRow(ctx, claim, call.args[:]...).Scan(&call.answer)
+	answer := call.answer
+	call.reset()
+	claimCalls.Put(call)
 	if err != nil {
 		return idemstore.ClaimResult{}, storeError(ctx, "claim", err)
 	}
@@ -339,6 +349,38 @@ func (s *Store) Claim(ctx context.Context, c idemstore.Claim) (idemstore.ClaimRe
 	}
 	return idemstore.ClaimResult{Record: rec}, nil
 }
+
+// claimCall holds a claim's arguments and its answer. pgx takes its
+// arguments as values of type any: a string or a time put there is copied
+// to the heap on every call, and a pointer to a string is read through
+// reflection, which copies it too. A pointer to a pgtype value of a pooled
+// claimCall is encoded as it is.
+type claimCall struct {
+	user                pgtype.UUID
+	key, hash, owner    pgtype.Text
+	now, lease, expires pgtype.Timestamptz
+	answer              string
+	// args points at the fields above, in the statements' order.
+	args [7]any
+}
+
+var claimCalls = sync.Pool{New: func() any {
+	c := &claimCall{}
+	c.args = [7]any{&c.user, &c.key, &c.hash, &c.owner, &c.now, &c.lease, &c.expires}
+	return c
+}}
+
+// set fills c with claim's arguments, user being claim.UserID read.
+func (c *claimCall) set(claim idemstore.Claim, user [16]byte) {
+	c.user = pgtype.UUID{Bytes: user, Valid: true}
+	c.key = pgtype.Text{String: claim.Key, Valid: true}
+	c.hash = pgtype.Text{String: claim.Fingerprint, Valid: true}
+	c.owner = pgtype.Text{String: claim.Owner, Valid: true}
+	c.now, c.lease, c.expires = timestamptz(claim.Now), timestamptz(claim.LeaseUntil), timestamptz(claim.ExpiresAt)
+}
+
+// reset empties c for the pool, keeping nothing of the call.
+func (c *claimCall) reset() { *c = claimCall{args: c.args} }
 
 // timestamptz is t as a timestamptz argument. pgx encodes a time.Time
 // through a wrapper it allocates; this value needs none, and encodes alike.
