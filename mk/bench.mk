@@ -21,3 +21,14 @@ bench: deps rie ## Measure on this machine (about 20 min on 2 cores); writes doc
 .PHONY: bench-quick
 bench-quick: deps rie ## Check the benchmark harness end to end in a few minutes (writes .local/bench/)
 	$(GO) run ./cmd/bench -quick -rie $(RIE) $(BENCHFLAGS)
+
+# `make bench-peers GOPOTENCY=path`: ichido's replay beside gopotency v1.0.0,
+# the library itself, built from a checkout of its source (the Go module
+# proxy does not serve it) in a module outside the repository that installs
+# ichido from a proxy of the working tree. See cmd/benchpeers.
+GOPOTENCY ?=
+
+.PHONY: bench-peers
+bench-peers: deps ## ichido's replay beside gopotency v1.0.0 itself: make bench-peers GOPOTENCY=path (a checkout of its v1.0.0 tag)
+	@test -n "$(GOPOTENCY)" || { echo "usage: make bench-peers GOPOTENCY=path (a checkout of github.com/fco-gt/gopotency at its v1.0.0 tag)" >&2; exit 2; }
+	$(GO) run ./cmd/benchpeers -gopotency $(GOPOTENCY)
