@@ -11,11 +11,12 @@
 // Without -database-url (or DATABASE_URL) the repository's private
 // PostgreSQL cluster is used (make db-start's). It prints a Markdown table:
 // the p50 of each side at one client, turn by turn, and its requests/s and
-// client CPU at eight, with the ratios of ichido's sides to gopotency's.
-// make bench-peers runs it.
+// client CPU at eight, with the ratios of ichido's sides to gopotency's,
+// written to docs/performance-peers.md (-out). make bench-peers runs it.
 package main
 
 import (
+	"bytes"
 	"context"
 	_ "embed"
 	"errors"
@@ -24,7 +25,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ichido/ichido/internal/release"
@@ -52,6 +55,7 @@ func run(ctx context.Context, args []string) error {
 	reps := fs.Int("reps", 7, "repetitions")
 	rounds := fs.Int("rounds", 3000, "turns per repetition at one client")
 	dur := fs.Duration("dur", 2*time.Second, "time of each side in each repetition at eight clients")
+	out := fs.String("out", "docs/performance-peers.md", "the report, from the repository's root (- for standard output)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -115,9 +119,43 @@ replace github.com/fco-gt/gopotency => %[2]s
 			return err
 		}
 	}
-	return command(ctx, work, os.Environ(), bin, "-database-url", *url,
+	var table bytes.Buffer
+	started := time.Now().UTC()
+	load, _ := os.ReadFile("/proc/loadavg")
+	run := exec.CommandContext(ctx, bin, "-database-url", *url,
 		"-reps", strconv.Itoa(*reps), "-rounds", strconv.Itoa(*rounds), "-dur", dur.String())
+	run.Dir, run.Stdout, run.Stderr = work, &table, os.Stderr
+	if err := run.Run(); err != nil {
+		return fmt.Errorf("the harness: %w", err)
+	}
+	report := fmt.Sprintf(reportHead, started.Format("2006-01-02 15:04 MST"), runtime.NumCPU(), strings.Join(strings.Fields(string(load))[:3], " "), time.Since(started).Round(time.Second)) + table.String() + reportTail
+	if *out == "-" {
+		_, err := os.Stdout.WriteString(report)
+		return err
+	}
+	path := filepath.Join(root, *out)
+	if err := os.WriteFile(path, []byte(report), 0o644); err != nil {
+		return err
+	}
+	fmt.Println("wrote", path)
+	return nil
 }
+
+const reportHead = `# ichido beside gopotency, the library itself
+
+<!-- Written by make bench-peers (go run ./cmd/benchpeers); do not edit by hand. -->
+
+One run on %s, %d CPUs, load average %s at the start; it took %s. ichido's published modules were installed from a proxy of the working tree into a module outside the repository, and gopotency v1.0.0 (github.com/fco-gt/gopotency, net/http middleware and storage/sql) was built from its source, which the Go module proxy does not serve.
+
+Both libraries replay a completed key of the same request on the same PostgreSQL: a POST of a small JSON body, answered with 201, a JSON body and two headers. ichido keeps its records with pgstore on a dbpool pool in the prepared mode, gopotency with its storage/sql on database/sql with pgx's driver; each has 8 connections. ichido writes its one JSON log line per request (the specification asks for it) to /dev/null, and Wrap its metric line too, as Lambda ships both; a net/http server writes no metric line by default; gopotency writes no line. Each net/http side makes a request and a recorder per call, as a server would; the handler alone, unprotected, shows what that costs. The store's calls alone are ichido's claim of a completed key and gopotency's storage Get of one (its SELECT and the JSON decoding of its record).
+
+At one client the sides are measured turn by turn, each turn calling every side once in an order that rotates, and the p50 of each repetition is given; at eight clients each side runs alone for its time, in an order that rotates per repetition, and client CPU is this process's CPU time per request (the server's is not in it).
+
+`
+
+const reportTail = `
+On a machine shared by client and server, eight clients are CPU-bound: requests/s follows the CPU a request costs on both sides together, and a ratio is the better guide than a figure. Run it again with make bench-peers GOPOTENCY=path.
+`
 
 func command(ctx context.Context, dir string, env []string, argv ...string) error {
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)

@@ -100,6 +100,7 @@ func main() {
 		}
 	}
 
+	fmt.Printf("PostgreSQL %s on a direct connection over loopback, %d repetitions: at one client %d turns each, at eight clients %s per side.\n\n", serverVersion(ctx, *url), *reps, *rounds, *dur)
 	fmt.Printf("| side | 1 client: p50 (µs) | p50 per repetition | 8 clients: requests/s | requests/s per repetition | client CPU per request, 8 clients (µs) |\n|---|---|---|---|---|---|\n")
 	for k, s := range sides {
 		fmt.Printf("| %s | %.1f | %s | %.0f | %s | %.1f |\n", s.name, median(p50[k]), list(p50[k], "%.1f"), median(rate[k]), list(rate[k], "%.0f"), median(cpu[k]))
@@ -152,6 +153,19 @@ func eight(ctx context.Context, s side, dur time.Duration) (float64, int64) {
 	}
 	wg.Wait()
 	return float64(n.Load()) / time.Since(start).Seconds(), n.Load()
+}
+
+func serverVersion(ctx context.Context, url string) string {
+	pool, err := dbpool.New(ctx, dbpool.Config{Auth: dbpool.AuthURL, URL: url, MaxConns: 1})
+	if err != nil {
+		return "(unknown version)"
+	}
+	defer pool.Close()
+	var v string
+	if err := pool.QueryRow(ctx, "SHOW server_version").Scan(&v); err != nil {
+		return "(unknown version)"
+	}
+	return v
 }
 
 func processCPU() time.Duration {
