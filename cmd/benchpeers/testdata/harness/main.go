@@ -118,6 +118,7 @@ func main() {
 	}
 	ratio(sideWrap, sideGopotency)
 	ratio(sideMiddleware, sideGopotency)
+	ratio(sideQuiet, sideGopotency)
 	ratio(sideClaim, sideGopotencyGet)
 }
 
@@ -126,6 +127,7 @@ const (
 	sideFloorSQL     = "`SELECT 1`, database/sql (pgx's driver)"
 	sideWrap         = "ichido: Wrap replay (Lambda, API Gateway v2)"
 	sideMiddleware   = "ichido: Middleware replay (net/http)"
+	sideQuiet        = "ichido: Middleware replay, its log line discarded"
 	sideClaim        = "ichido: the store's claim alone"
 	sideGopotency    = "gopotency: middleware replay (net/http)"
 	sideGopotencyGet = "gopotency: the store's Get alone"
@@ -259,6 +261,13 @@ CREATE TABLE `+schema+`.idempotency_records_locks (key VARCHAR(255) PRIMARY KEY,
 		return fail(err)
 	}
 	ichidoHTTP := mw(http.HandlerFunc(handler))
+	// The same, its log line formatted but discarded: what writing it costs.
+	quiet, err := idempotency.Middleware(idempotency.Config{Store: st, Settings: idempotency.Settings{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))},
+		Subject: idempotency.ContextSubject(func(context.Context) string { return user })})
+	if err != nil {
+		return fail(err)
+	}
+	ichidoQuiet := quiet(http.HandlerFunc(handler))
 	wrapped, err := idempotency.Wrap(func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 		return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusCreated, Body: answer,
 			Headers: map[string]string{"Content-Type": "application/json", "Location": location}}, nil
@@ -291,7 +300,7 @@ CREATE TABLE `+schema+`.idempotency_records_locks (key VARCHAR(255) PRIMARY KEY,
 			return nil
 		}
 	}
-	ichidoKey, gopoKey := uuid.NewString(), uuid.NewString()
+	ichidoKey, quietKey, gopoKey := uuid.NewString(), uuid.NewString(), uuid.NewString()
 	ev := events.APIGatewayV2HTTPRequest{RawPath: "/tasks", Body: body,
 		Headers: map[string]string{"idempotency-key": uuid.NewString(), "content-type": "application/json"}}
 	ev.RequestContext.HTTP.Method = http.MethodPost
@@ -299,6 +308,9 @@ CREATE TABLE `+schema+`.idempotency_records_locks (key VARCHAR(255) PRIMARY KEY,
 		JWT: &events.APIGatewayV2HTTPRequestContextAuthorizerJWTDescription{Claims: map[string]string{"sub": user}}}
 	// The first requests of the replayed keys.
 	if err := serve(ichidoHTTP, ichidoKey, false)(ctx); err != nil {
+		return fail(err)
+	}
+	if err := serve(ichidoQuiet, quietKey, false)(ctx); err != nil {
 		return fail(err)
 	}
 	if err := serve(gopoHTTP, gopoKey, false)(ctx); err != nil {
@@ -328,6 +340,7 @@ CREATE TABLE `+schema+`.idempotency_records_locks (key VARCHAR(255) PRIMARY KEY,
 			return err
 		}},
 		{sideMiddleware, serve(ichidoHTTP, ichidoKey, true)},
+		{sideQuiet, serve(ichidoQuiet, quietKey, true)},
 		{sideClaim, func(ctx context.Context) error {
 			t := time.Now()
 			res, err := st.Claim(ctx, idemstore.Claim{Ref: idemstore.Ref{UserID: claimRef.UserID, Key: claimRef.Key, Owner: uuid.NewString()},
