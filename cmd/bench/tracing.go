@@ -16,7 +16,7 @@ import (
 )
 
 // The otelidem benchmarks the tracing section runs, and their setups in
-// the order the report shows them (pkg/idempotency/otelidem/bench_test.go).
+// the order the report shows them (internal/libtest/otelidem/bench_test.go).
 var (
 	tracingBenchmarks = []struct{ name, call string }{
 		{"BenchmarkFirstCall", "first call"},
@@ -30,8 +30,9 @@ var (
 	}
 )
 
-// tracingPackage is otelidem's folder, a module of its own.
-const tracingPackage = "pkg/idempotency/otelidem"
+// tracingPackage is the folder of otelidem's benchmarks, with the tests of the
+// library that need its servers (module internal/libtest).
+const tracingPackage = "internal/libtest/otelidem"
 
 // tracing runs otelidem's benchmarks: a protected call (a new key, and a
 // replay from the store) without ichido, with ichido and no Observer, with
