@@ -128,7 +128,7 @@ func pairedTable(ss []Side, f func(Run) float64, what string, pairs [][2]string)
 func (b *bench) directMissed(w *strings.Builder, t Target) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
 	d := b.res.Direct
-	p("The peer's side is its statements or commands alone, a lower bound of the library's time, so a miss here does not decide how ichido compares with the library, which could not run in this harness (section 1f). ")
+	p("The peer's side is its statements or commands alone, a lower bound of the library's time, so a miss here does not decide how ichido compares with the library: the Go module proxy does not serve the peers, and `make bench-peers` runs gopotency itself, built from its source, beside ichido's replay ([performance-peers.md](performance-peers.md)). ")
 	switch {
 	case strings.Contains(t.What, "8 clients"):
 		p("Eight clients on 2 CPUs shared with the server are CPU-bound, and requests/s is the inverse of the CPU a call costs on both sides. The peer's side is one `SELECT` of one parameter returning two columns; the store's claim binds seven parameters (the function needs them on a miss), answers through a `CASE` over the record and converts the JSONB envelope to text, and the client decodes the envelope into a response. ")
