@@ -115,6 +115,13 @@ func run() error {
 		return err
 	}
 	wg.Wait()
+	// The runs cut off answer 503: let their connections send it before
+	// the process ends.
+	final, cancelFinal := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancelFinal()
+	if err := srv.Shutdown(final); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
 	msg := ""
 	if drainErr != nil {
 		msg = drainErr.Error()
