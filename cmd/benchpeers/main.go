@@ -74,7 +74,7 @@ func run(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	root, err := repoRoot()
+	root, err := pgtest.ModuleRoot()
 	if err != nil {
 		return err
 	}
@@ -164,22 +164,4 @@ func command(ctx context.Context, dir string, env []string, argv ...string) erro
 		return fmt.Errorf("%s: %w", argv, err)
 	}
 	return nil
-}
-
-// repoRoot is the folder of the go.work above the working directory.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("run it inside the repository (no go.work found above the working directory)")
-		}
-		dir = parent
-	}
 }

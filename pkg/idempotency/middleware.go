@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/internal/apigw"
 	"github.com/ichido/ichido/pkg/idempotency/internal/problem"
 )
@@ -67,10 +66,7 @@ func Middleware(cfg Config) (func(http.Handler) http.Handler, error) {
 				next.ServeHTTP(buf, inner)
 				return buf.response(), nil
 			})
-			if own {
-				if buf == nil {
-					buf = &responseBuffer{header: http.Header{}}
-				}
+			if own { // the handler ran: buf holds its response
 				buf.writeTo(w)
 				return
 			}
@@ -146,8 +142,8 @@ func (w *responseBuffer) writeTo(out http.ResponseWriter) {
 // writeResponse writes a decorator's answer to w.
 func writeResponse(w http.ResponseWriter, resp apigw.Response) {
 	h := w.Header()
-	if s, ok := resp.Stored.(idemstore.Response); ok {
-		replayHeaders(h, s)
+	if s := resp.Stored; s != nil {
+		replayHeaders(h, *s)
 		resp.StatusCode, resp.Body, resp.IsBase64Encoded = s.StatusCode, s.Body, s.IsBase64Encoded
 	}
 	for name, values := range resp.Headers {

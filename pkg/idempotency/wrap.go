@@ -62,8 +62,10 @@ type decorator struct {
 	// defaultFingerprint: Config.Fingerprint was left to Fingerprint, whose
 	// inputs rawDigestOf covers.
 	defaultFingerprint bool
-	// rawBodies: Middleware keeps a response body as its bytes, never
-	// base64.
+	// rawBodies: the decorator is Middleware's. It keeps a response body
+	// as its bytes, never base64, and hands a replay that no hook reads
+	// back as the stored response, which writeResponse writes straight
+	// into the writer's headers.
 	rawBodies bool
 	// flat: Wrap answers in an events payload, so a replay that no hook
 	// reads is built straight into its shape (flatReplay).
@@ -167,7 +169,7 @@ func (d *decorator) serve(ctx context.Context, view Request, bodySize int, run f
 					return d.flatReplay(*rec.Response), false, nil
 				case d.rawBodies:
 					// Middleware writes it into its writer's headers.
-					return apigw.Response{Stored: *rec.Response}, false, nil
+					return apigw.Response{Stored: rec.Response}, false, nil
 				}
 			}
 			answer := d.replay(*rec.Response)

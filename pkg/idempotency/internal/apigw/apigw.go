@@ -20,6 +20,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/ichido/ichido/pkg/idempotency/idemstore"
 	"github.com/ichido/ichido/pkg/idempotency/internal/problem"
 )
 
@@ -101,8 +102,8 @@ type Response struct {
 	Cookies []string
 	// Stored, when Headers and Flat are nil, is a replay's stored
 	// response, for Middleware to write straight into its
-	// http.ResponseWriter's headers (its value is an idemstore.Response).
-	Stored any
+	// http.ResponseWriter's headers.
+	Stored *idemstore.Response
 }
 
 // setCookie is the canonical name of the one header whose values can never
